@@ -1,8 +1,8 @@
-"""A piped `klaw chat` beside an attached one waits for it to leave, as piped chats wait for each other
-(newcomer21, decision 502): it was refused at once ("not sent: a `klaw chat` terminal is attached"), where the
-README promises piped chats beside a running engine take their turn. The lock is held here by another open
-file of the same attached.lock (flock locks belong to the open file), as another `klaw chat` holds it; the
-whole way, with `klaw serve` and a terminal in tmux, is tests/cli/test_chat_attached.py."""
+"""A piped `klaw chat` beside another piped one waits for it to leave (newcomer21, decision 502); beside a
+terminal it goes into that terminal's chat at once (newcomer23, decision 527: it waited up to 5 minutes).
+The lock is held here by another open file of the same attached.lock (flock locks belong to the open file), as
+another `klaw chat` holds it; the whole way, with `klaw serve` and a terminal in tmux, is
+tests/cli/test_chat_piped_beside_terminal.py."""
 
 from __future__ import annotations
 
@@ -25,15 +25,30 @@ def _held(directory: Path, content: str) -> int:
     return fd
 
 
-async def test_a_piped_chat_waits_for_the_terminal_to_leave_then_goes(
+async def test_a_piped_chat_beside_a_terminal_goes_beside_it_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     directory = tmp_path / "kept"
     holder = _held(directory, "4242 terminal\n")
+    try:
+        async with one_terminal(directory, "`klaw serve` (pid 7)", tmp_path, piped=True, wait_seconds=30) as beside:
+            assert beside  # its message goes into the terminal's chat (decision 527): no wait
+            assert (directory / "attached.lock").read_text() == "4242 terminal\n"  # still the terminal's
+        assert "waiting" not in capsys.readouterr().err
+    finally:
+        os.close(holder)
+
+
+async def test_a_piped_chat_waits_for_another_piped_one_then_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "kept"
+    holder = _held(directory, "4242 piped\n")
     entered = asyncio.Event()
 
     async def pipe() -> None:
-        async with one_terminal(directory, "`klaw serve` (pid 7)", tmp_path, piped=True, wait_seconds=30):
+        async with one_terminal(directory, "`klaw serve` (pid 7)", tmp_path, piped=True, wait_seconds=30) as beside:
+            assert not beside
             entered.set()
             assert (directory / "attached.lock").read_text() == f"{os.getpid()} piped\n"  # for the next to read
 
@@ -41,9 +56,9 @@ async def test_a_piped_chat_waits_for_the_terminal_to_leave_then_goes(
     await asyncio.sleep(0.5)
     assert not entered.is_set()  # waiting, not refused
     said = " ".join(capsys.readouterr().err.split())
-    assert "a `klaw chat` terminal (pid 4242) is attached to `klaw serve` (pid 7) on" in said, said
-    assert "waiting for it to leave (up to 30 s; /exit there lets this one through)" in said, said
-    os.close(holder)  # the terminal leaves
+    assert "another piped `klaw chat` (pid 4242) is attached to `klaw serve` (pid 7) on" in said, said
+    assert "waiting for it to leave (up to 30 s; it ends with its reply)" in said, said
+    os.close(holder)  # the other pipe ends
     await asyncio.wait_for(task, 10)
     assert entered.is_set()
 

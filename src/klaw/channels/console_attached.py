@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from klaw.gateway.service import Gateway
 
 WHILE_AWAY = "Reply that came while no terminal was attached:"
+PIPED_IN = "Reply to a message piped in beside this terminal (`… | klaw chat`):"
 OTHER_MESSAGE = "Reply to another message of this chat, not to the one piped now:"
 WENT_AWAY = "The engine stopped. What you type is kept and sent when it is back; /exit leaves (nothing here starts it)."
 BACK = "The engine is back."
@@ -122,16 +123,19 @@ class AttachedConsole:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
 
-    async def answer_piped(self, text: str) -> int:
+    async def answer_piped(self, text: str, *, beside_terminal: bool = False) -> int:
         """`echo "…" | klaw chat`: the reply alone on stdout, exit status 0; 1 when it is an error. A held
         tool's question is ended as one nobody can answer here, as in process, and the reply the turn goes on
-        to is printed (console_attached_pipe.py, decision 516: it left with status 3 and the question open)."""
+        to is printed (console_attached_pipe.py, decision 516: it left with status 3 and the question open).
+        `beside_terminal`: a terminal serves the chat and shows this message's reply and questions; this pipe
+        reads copies of them and shows nothing else (decision 527)."""
         from klaw.channels.console_attached_pipe import AttachedPipe
 
         consoles = (self._console, self._stderr)
         submit = functools.partial(self._submit, whole=True)  # all of stdin: answered without the debounce (520)
-        pipe = AttachedPipe(self.gateway, self._chat_id, consoles, submit, self._next_frame, self._show_arrival)
-        return await pipe.answer(text)
+        shown = _shown_there if beside_terminal else self._show_arrival
+        pipe = AttachedPipe(self.gateway, self._chat_id, consoles, submit, self._next_frame, shown)
+        return await pipe.answer(text, beside_terminal=beside_terminal)
 
     async def _next_frame(self) -> OutboundFrame:
         return self._held.pop(0) if self._held else await self._replies.get()
@@ -353,6 +357,8 @@ class AttachedConsole:
             return
         if away and reply.approval is None:
             self._console.print(Text(WHILE_AWAY, style="bold yellow"), highlight=False)
+        elif _piped_in(reply, self._mine):
+            self._console.print(Text(PIPED_IN, style="bold yellow"), highlight=False)
         show_reply(self._console, self._stderr, reply)
 
     async def _watch_link(self) -> None:
@@ -370,3 +376,14 @@ class AttachedConsole:
         self._there = there
         with contextlib.suppress(Exception):
             self._console.print(Text(BACK if there else WENT_AWAY, style="yellow"), highlight=False)
+
+
+def _shown_there(reply: OutboundFrame) -> None:
+    """A piped chat beside a terminal: what is not its reply is the terminal's to show."""
+
+
+def _piped_in(reply: OutboundFrame, mine: set[str]) -> bool:
+    """A reply sent now to a message this terminal did not send, no task's nor another chat's: a piped
+    `klaw chat`'s, sent beside it into this chat (decision 527)."""
+    unasked = reply.task is None and reply.sent_from is None and reply.approval is None and not reply.waited
+    return unasked and reply.reply_to is not None and reply.reply_to not in mine and reply.kind != "notice"

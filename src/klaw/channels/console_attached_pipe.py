@@ -32,6 +32,26 @@ if TYPE_CHECKING:
 _LEFT = re.compile(r"\(no answer (in the .+? left|within .+?) means no\)")
 
 
+BESIDE_TERMINAL = (
+    "A `klaw chat` terminal is attached: this message went into its chat, and the terminal shows it with its reply."
+)
+
+
+def asked_there(question: dict[str, Any]) -> str:
+    """What a piped chat beside a terminal says while a question holds its chat's turn: answered there."""
+    request_id, tool = str(question.get("id")), str(question.get("tool"))
+    return (
+        f"waiting: a question to approve {tool} (request {request_id}) is asked in the attached `klaw chat`"
+        " terminal; this message is answered once it is answered there (or times out)."
+    )
+
+
+def _tool_of(text: str) -> str:
+    """The tool a question frame's text names ("The agent wants to run NAME…"), "a tool" if none."""
+    named = re.match(r"The agent wants to run (\S+?)[:.]?(?:\s|$)", text)
+    return named[1].strip("`") if named else "a tool"
+
+
 def waiting_for(question: dict[str, Any]) -> str:
     """What a piped chat says on stderr when a question asked before its message holds the chat's turn."""
     request_id, tool = str(question.get("id")), str(question.get("tool"))
@@ -63,8 +83,9 @@ class AttachedPipe:
         self._next_frame = next_frame
         self._show_arrival = show_arrival
 
-    async def answer(self, text: str) -> int:
-        """0 with the reply on stdout; 1 when the reply is an error or nothing was sent."""
+    async def answer(self, text: str, *, beside_terminal: bool = False) -> int:
+        """0 with the reply on stdout; 1 when the reply is an error or nothing was sent. `beside_terminal`:
+        the chat's terminal shows the message's reply and asks its questions; this pipe waits for them."""
         from klaw.command_syntax import parse_command
 
         command = parse_command(text)
@@ -72,9 +93,17 @@ class AttachedPipe:
         message_id = await self._submit(text)
         if message_id is None:
             return 1
+        if beside_terminal:
+            self._stderr.print(Text(BESIDE_TERMINAL, style="yellow"), highlight=False)
         for question in before.values():
-            self._stderr.print(Text(waiting_for(question), style="yellow"), highlight=False)
+            said = asked_there(question) if beside_terminal else waiting_for(question)
+            self._stderr.print(Text(said, style="yellow"), highlight=False)
         while (reply := await self._reply_to(message_id, before)).approval is not None:
+            if beside_terminal:  # a person is there to answer it
+                question = {"id": reply.approval, "tool": _tool_of(reply.text)}
+                self._stderr.print(Text(asked_there(question), style="yellow"), highlight=False)
+                before[str(reply.approval)] = question
+                continue
             await self._end_unanswerable(reply)
         if reply.kind == "error":
             self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)

@@ -14,8 +14,11 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -30,8 +33,6 @@ from klaw.console_logging import logs_through
 from klaw.private_files import open_private, private_dirs
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from klaw.config_loader import LoadedConfig
     from klaw.home import KlawHome
     from klaw.home_lock import Holder
@@ -43,20 +44,26 @@ CONNECT_WAIT_SECONDS = 10.0  # how long the start waits for the engine's answer 
 @contextlib.asynccontextmanager
 async def one_terminal(
     directory: Path, who: str, where: Path, *, piped: bool = False, wait_seconds: float = PIPED_WAIT_SECONDS
-) -> AsyncIterator[None]:
-    """Held while this chat is attached. Another terminal is refused (exit 2); a piped chat waits for the one
-    attached to leave, up to `wait_seconds`, saying so on stderr, then exit 75 (decision 502: it was refused
-    at once, where the README promises piped chats beside a running engine take their turn)."""
+) -> AsyncIterator[bool]:
+    """Held while this chat is attached; yields whether a piped chat goes beside an attached terminal.
+    Another terminal is refused (exit 2). A piped chat beside a terminal sends its message into that chat
+    at once, the terminal showing it (True; decision 527: it waited up to 5 minutes for the terminal to
+    leave, then exit 75). Beside another piped chat, it waits for that one's reply, up to `wait_seconds`,
+    saying so on stderr, then exit 75 (decision 502)."""
     private_dirs(directory)
     fd = open_private(directory / "attached.lock", os.O_RDWR | os.O_CREAT)
     try:
         if not _took(fd):
             if not piped:
                 fail(f"another `klaw chat` is attached to {who} on {where}: leave it first (/exit or Ctrl-D)")
-            await _wait_for(fd, _holder(fd), f"{who} on {where}", wait_seconds)
+            holder = _holder(fd)
+            if "terminal" in holder:
+                yield True
+                return
+            await _wait_for(fd, holder, f"{who} on {where}", wait_seconds)
         os.ftruncate(fd, 0)  # who holds it, for a piped chat that finds it held
         os.pwrite(fd, f"{os.getpid()} {'piped' if piped else 'terminal'}\n".encode(), 0)
-        yield
+        yield False
     finally:
         os.close(fd)
 
@@ -78,9 +85,9 @@ def _holder(fd: int) -> str:
 
 async def _wait_for(fd: int, holder: str, engine: str, seconds: float) -> None:
     """Until the attached chat leaves; exit 75 after `seconds`, the message not sent."""
-    leaves = "/exit there lets this one through" if "terminal" in holder else "it ends with its reply"
     err_console.print(
-        f"{holder} attached to {engine}: waiting for it to leave (up to {seconds:g} s; {leaves})", highlight=False
+        f"{holder} attached to {engine}: waiting for it to leave (up to {seconds:g} s; it ends with its reply)",
+        highlight=False,
     )
     deadline = time.monotonic() + seconds
     while not _took(fd):
@@ -118,11 +125,12 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     who = holder.describe()
     directory = kept_where(home.gateway_dir)
     channel = AttachedConsole(console, console_chat().chat_id, model_id, timeout)
-    gateway = Gateway(home, [channel], buffer_dir=directory)
     interrupted = False
     status = 0
     logs = logs_through(console if data is None else err_console, home.chat_log_file)
-    async with one_terminal(directory, who, home.root, piped=data is not None):
+    async with one_terminal(directory, who, home.root, piped=data is not None) as beside:
+        kept = Path(tempfile.mkdtemp(prefix="piped-", dir=directory)) if beside else directory  # 0700
+        gateway = Gateway(home, [channel], buffer_dir=kept, watch_only=beside)
         with logs:
             await gateway.start()
             gateway.link.outage.said_on_screen()  # the console says "The engine stopped." itself (decision 464)
@@ -144,13 +152,16 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
                     )
                     await channel.run(banner, home.root / "chat_history")
                 else:
-                    status = await channel.answer_piped(piped)
+                    status = await channel.answer_piped(piped, beside_terminal=beside)
             except asyncio.CancelledError:  # Ctrl-C while a reply is awaited: leave, the engine goes on
                 take_back_cancellation()
                 interrupted = True
             finally:
                 await gateway.stop()
-                channel.show_pending()
+                if beside:  # the terminal holds the chat's own folder: this pipe kept its message in one of its own
+                    shutil.rmtree(kept, ignore_errors=True)
+                else:  # beside a terminal, what else came is the terminal's to show
+                    channel.show_pending()
     if interrupted:
         err_console.print("Left; the engine goes on, and a reply still to come is shown at your next klaw chat.")
         raise typer.Exit(130)

@@ -95,12 +95,13 @@ class _FrameModel(BaseModel):
 
 
 class HelloFrame(_FrameModel):
-    """The gateway names the channels it serves; outbound frames for them are routed to this connection."""
+    """The channels the gateway serves (their outbound frames are routed to it); `streaming`: those that want
+    `delta` frames (the web page); `watching`: copies without serving them (a pipe beside a terminal, 527)."""
 
     type: Literal["hello"] = "hello"
     channels: list[NonEmptyStr]
-    # Channels that want `delta` frames (a reply's text while the model writes it), e.g. the web page.
     streaming: list[NonEmptyStr] = Field(default_factory=list)
+    watching: list[NonEmptyStr] = Field(default_factory=list)
 
 
 class InboundFrame(_FrameModel):
@@ -167,8 +168,7 @@ class OutboundFrame(_FrameModel):
     text: str
     reply_to: str | None = None
     kind: OutboundKind = "reply"
-    # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional:
-    # an older engine leaves it out and an older gateway ignores it.
+    # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional.
     task: str | None = None
     # The task is a one-off subagent run (`subagent_spawn`), not a scheduled one: labelled so (task_label).
     spawned: bool = False

@@ -4,7 +4,9 @@ Outbound frames go to the connection that most recently said `hello` for their c
 ones are the fallback); with no gateway connected they wait in a bounded queue per channel and are
 flushed in order on the next `hello`, so replies made while the gateway restarts are not lost.
 `delta` frames (a reply as it is written) go only to a connection whose `hello` asked for them, and
-are dropped, never queued. Apart from the server because this is the engine's side of delivery, and
+are dropped, never queued. A connection whose `hello` names a channel under `watching` gets a copy of
+its outbound frames, best effort and never queued, without serving it (a piped `klaw chat` beside an
+attached terminal, decision 527). Apart from the server because this is the engine's side of delivery, and
 it knows nothing of how connections are accepted or what frames they send.
 """
 
@@ -28,6 +30,7 @@ class OutboundRoutes:
         self._queue_limit = queue_limit
         self._routes: dict[str, list[GatewayConnection]] = {}  # channel → connections by hello time, latest last
         self._pending: dict[str, deque[bytes]] = {}  # channel → encoded outbound frames waiting for a gateway
+        self._watchers: dict[str, list[GatewayConnection]] = {}  # channel → connections copied its frames (527)
 
     def serves(self, channel: str) -> bool:
         """Whether a connected gateway serves `channel` now."""
@@ -41,6 +44,10 @@ class OutboundRoutes:
         """Make `conn` the latest server of the frame's channels and flush what waited for them."""
         conn.streaming = frozenset(frame.streaming)
         channels = frame.channels
+        for channel in frame.watching:
+            watchers = self._watchers.setdefault(channel, [])
+            if conn not in watchers:
+                watchers.append(conn)
         # Under the connection lock, so an outbound sent meanwhile waits behind the queued ones.
         async with conn.lock:
             for channel in channels:
@@ -55,11 +62,12 @@ class OutboundRoutes:
 
     def forget(self, conn: GatewayConnection) -> None:
         """A connection has gone: it serves no channel any more."""
-        for channel, routes in list(self._routes.items()):
-            if conn in routes:
-                routes.remove(conn)
-                if not routes:
-                    del self._routes[channel]
+        for table in (self._routes, self._watchers):
+            for channel, routes in list(table.items()):
+                if conn in routes:
+                    routes.remove(conn)
+                    if not routes:
+                        del table[channel]
 
     async def send_outbound(self, frame: OutboundFrame) -> bool:
         """Write to the gateway serving the channel; True if written now, False if queued for later.
@@ -67,6 +75,9 @@ class OutboundRoutes:
         Raises `FrameError("frame_too_large")` for a frame no gateway could accept: split the text.
         """
         data = encode_frame(frame, max_bytes=self._max)
+        for watcher in list(self._watchers.get(frame.channel, ())):
+            async with watcher.lock:  # a copy, best effort: the channel's own server gets it below or later
+                await watcher.write_locked(data)
         for conn in reversed(list(self._routes.get(frame.channel, ()))):
             async with conn.lock:  # anything still queued for the channel goes first, to keep the order
                 if await self._flush_locked(conn, frame.channel) and await conn.write_locked(data):

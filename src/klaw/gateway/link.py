@@ -117,6 +117,7 @@ class EngineLink:
         *,
         channels: Sequence[str],
         streaming: Sequence[str] = (),
+        watching: Sequence[str] = (),
         backoff: Backoff | None = None,
         settled: Settled | None = None,
     ) -> None:
@@ -127,7 +128,7 @@ class EngineLink:
         self._buffer = buffer
         self._deliver = deliver
         self._clock = clock
-        self._hello = HelloFrame(channels=list(channels), streaming=list(streaming))
+        self._hello = HelloFrame(channels=list(channels), streaming=list(streaming), watching=list(watching))
         self._backoff = backoff or Backoff()
         self._retry = Backoff(self._backoff.initial, self._backoff.factor, self._backoff.maximum)
         self._kick = asyncio.Event()

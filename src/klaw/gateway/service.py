@@ -88,9 +88,13 @@ class Gateway:
         clock: Clock | None = None,
         backoff: Backoff | None = None,
         buffer_dir: Path | None = None,
+        watch_only: bool = False,
     ) -> None:
         """`buffer_dir`: where the inbound buffer lives, the home's gateway directory unless given (a
-        `klaw chat` attached to a running engine keeps its own: console_attached.py)."""
+        `klaw chat` attached to a running engine keeps its own: console_attached.py). `watch_only`: the
+        channels' replies are copies (`hello`'s `watching`), served and confirmed by another connection: a
+        piped `klaw chat` beside an attached terminal (decision 527)."""
+        self._watch_only = watch_only
         self.home = home
         self._buffer_dir = buffer_dir or home.gateway_dir
         self.channels = {channel.name: channel for channel in channels}
@@ -131,8 +135,9 @@ class Gateway:
             self._buffer,
             self._route,
             self._clock,
-            channels=names,
-            streaming=streaming,
+            channels=[] if self._watch_only else names,
+            streaming=[] if self._watch_only else streaming,
+            watching=names if self._watch_only else [],
             backoff=self._backoff,
             settled=self._settled,
         )
@@ -243,7 +248,7 @@ class Gateway:
             try:
                 if isinstance(frame, DeltaFrame):
                     await channel.delta(frame)
-                elif frame.id is None:
+                elif frame.id is None or self._watch_only:  # a copy: the connection serving it confirms it
                     await channel.deliver(frame)
                 else:
                     await self._deliver_once(channel, frame, frame.id)
