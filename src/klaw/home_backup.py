@@ -31,6 +31,7 @@ report says to back the database up with pg_dump.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -200,7 +201,7 @@ def _files(home: KlawHome, databases: set[Path], report: BackupReport) -> Iterat
             report.left_out.append(f"{name}{'/' if (home.root / name).is_dir() else ''} ({why})")
     tops = sorted(home.root.iterdir(), key=lambda path: (path.name not in APPENDED, path.name))
     for top in tops:
-        for path, name in _walk(home, top, skipped):
+        for path, name in _walk(home, top, skipped, report):
             if path.is_symlink() and _leads_out(home, path):
                 report.left_out.append(f"{name} (a link leading out of the home: klaw restore refuses those)")
                 continue
@@ -216,22 +217,37 @@ def _leads_out(home: KlawHome, link: Path) -> bool:
     return os.path.isabs(target) or not Path(os.path.normpath(link.parent / target)).is_relative_to(home.root)
 
 
-def _walk(home: KlawHome, path: Path, skipped: set[Path]) -> Iterator[tuple[Path, str]]:
-    """A file or folder that goes while klaw runs (a rewrite's temporary file) is passed over: the home
-    holds it no longer, and the whole backup failed as "cannot write" the archive (review55, decision 517)."""
-    if path in skipped:
-        return
-    try:
-        mode = path.lstat().st_mode
-        children = sorted(path.iterdir()) if stat.S_ISDIR(mode) else []
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(mode):
-        yield path, path.relative_to(home.root).as_posix()
-        for child in children:
-            yield from _walk(home, child, skipped)
-    elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):  # sockets, fifos: the running process's
-        yield path, path.relative_to(home.root).as_posix()
+def _walk(home: KlawHome, top: Path, skipped: set[Path], report: BackupReport) -> Iterator[tuple[Path, str]]:
+    """`top` and everything below it, folders before what they hold, by a stack rather than recursion: a
+    folder 1,100 levels deep made by code in the sandbox raised RecursionError (decision 524). A file or
+    folder that goes while klaw runs (a rewrite's temporary file) is passed over: the home holds it no
+    longer (review55, decision 517). One whose path is longer than the system takes is named in the report
+    and left out, with what is below it."""
+    stack = [top]
+    while stack:
+        path = stack.pop()
+        if path in skipped:
+            continue
+        try:
+            mode = path.lstat().st_mode
+            children = sorted(path.iterdir(), reverse=True) if stat.S_ISDIR(mode) else []
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            report.left_out.append(f"{_shown(path.relative_to(home.root).as_posix())} (its path is too long to read)")
+            continue
+        if stat.S_ISDIR(mode):
+            yield path, path.relative_to(home.root).as_posix()
+            stack += children
+        elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):  # sockets, fifos: the running process's
+            yield path, path.relative_to(home.root).as_posix()
+
+
+def _shown(name: str) -> str:
+    """A path short enough to read in a report: its start and end."""
+    return name if len(name) <= 120 else f"{name[:60]}…{name[-59:]}"
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,54 @@
+"""`klaw backup` and `klaw restore` of a home whose workspace holds what sandboxed code can make (adversary31,
+decision 524): a folder 1,100 levels deep (backup failed with an 84-line RecursionError traceback and wrote no
+archive), and one whose path is longer than the system reads (named and left out)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.cli.klaw_here import klaw_here
+from tests.cli.test_reindex_cmd import a_home
+from tests.deep_chain import remove_chain
+
+LONG = "n" * 250
+
+
+def _chain(folder: Path, name: str, depth: int, last: str) -> None:
+    """`depth` folders `name` one in another under `folder`, the deepest holding `bottom.txt` (`last`); made by
+    descriptors, so no path length applies (as code doing os.mkdir, os.chdir makes them)."""
+    here = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=here)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+            os.close(here)
+            here = inner
+        with open(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=here), "w") as bottom:
+            bottom.write(last)
+    finally:
+        os.close(here)
+
+
+def test_a_home_with_a_1100_deep_folder_is_backed_up_and_restored(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    workspace, restored = home / "workspace", tmp_path / "restored"
+    _chain(workspace, "d", 1100, "at the bottom")
+    _chain(workspace, LONG, 20, "too far down")  # 5,000 characters: past PATH_MAX (4,096)
+    archive = tmp_path / "home.tgz"
+    try:
+        done = klaw_here(home, "backup", str(archive))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+        assert f"Wrote {archive}" in done.stdout
+        left_out = next(line for line in done.stdout.splitlines() if line.startswith("Left out: "))
+        assert f"workspace/{LONG[:40]}" in left_out and f"{LONG[:40]} (its path is too long to read)" in left_out
+        back = klaw_here(home, "restore", str(archive), "--home", str(restored))
+        assert back.returncode == 0, back.stdout + back.stderr
+        bottom = restored.joinpath("workspace", *["d"] * 1100, "bottom.txt")
+        assert bottom.read_text(encoding="utf-8") == "at the bottom"
+        assert (restored / "workspace" / LONG).is_dir()  # what could be read of it
+    finally:
+        for folder in (workspace, restored / "workspace"):
+            remove_chain(folder)
+            remove_chain(folder, LONG)
