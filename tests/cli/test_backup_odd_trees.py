@@ -1,11 +1,18 @@
 """`klaw backup` and `klaw restore` of a home whose workspace holds what sandboxed code can make (adversary31,
 decision 524): a folder 1,100 levels deep (backup failed with an 84-line RecursionError traceback and wrote no
-archive), and one whose path is longer than the system reads (named and left out)."""
+archive), and one whose path is longer than the system reads (named and left out); a backup stopped by
+SIGTERM or SIGHUP left its partial archive and database copies behind (Ctrl-C did not)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.cli.klaw_here import klaw_here
 from tests.cli.test_reindex_cmd import a_home
@@ -52,3 +59,30 @@ def test_a_home_with_a_1100_deep_folder_is_backed_up_and_restored(tmp_path: Path
         for folder in (workspace, restored / "workspace"):
             remove_chain(folder)
             remove_chain(folder, LONG)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
+def test_a_backup_stopped_by_a_signal_leaves_nothing_behind(tmp_path: Path, signal_number: int) -> None:
+    home = a_home(tmp_path)
+    with open(home / "workspace" / "noise.bin", "wb") as noise:  # random: slow to compress, time to stop it
+        for _ in range(40):
+            noise.write(os.urandom(1 << 22))
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    env = {**os.environ, "KLAW_HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}
+    backup = subprocess.Popen(
+        [sys.executable, "-m", "klaw", "backup", str(backups / "home.tgz")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (backups / ".home.tgz.partial").exists():
+        assert backup.poll() is None and time.monotonic() < deadline, backup.communicate()
+        time.sleep(0.02)
+    backup.send_signal(signal_number)
+    out, err = backup.communicate(timeout=60)
+    assert backup.returncode != 0, out
+    assert "Traceback" not in err
+    assert sorted(path.name for path in backups.iterdir()) == []  # no partial archive, no database copies

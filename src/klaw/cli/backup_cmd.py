@@ -6,6 +6,7 @@ the bytes archived (on stderr, on a terminal), and the report says what was left
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, stdout_console
+from klaw.like_ctrl_c import stopped_like_ctrl_c
 
 RESTORE = (
     "Restore it: klaw restore {path} --home NEW_FOLDER (checked, then made a home; it never writes over a home"
@@ -44,7 +46,10 @@ def backup(
     target = (path or Path.cwd()).expanduser()
     errors = stderr_console()
     columns = (TextColumn("archiving"), BarColumn(), DownloadColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=errors, transient=True) as bar:
+    # SIGTERM (systemd, timeout) and SIGHUP (a closed terminal) unwind as Ctrl-C does: the partial archive and
+    # the database copies beside it are removed on the way out (decision 524)
+    stopping = stopped_like_ctrl_c(signal.SIGTERM, signal.SIGHUP)
+    with stopping, Progress(*columns, console=errors, transient=True) as bar:
         task = bar.add_task("archiving", total=None)
         try:
             report = back_up(

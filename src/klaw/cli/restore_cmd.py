@@ -7,6 +7,7 @@ line (exit 2), and the report says what the home holds and what to type next."""
 from __future__ import annotations
 
 import shlex
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +16,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 
 from klaw.cli.context import fail, home_from_env, stderr_console, stdout_console
 from klaw.home import KlawHome
+from klaw.like_ctrl_c import stopped_like_ctrl_c
 
 if TYPE_CHECKING:
     from klaw.home_restore import RestoreReport
@@ -37,7 +39,8 @@ def restore(
     target = (home.expanduser().absolute() if home is not None else home_from_env(must_exist=False).root).resolve()
     archive = archive.expanduser().absolute()
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr_console(), transient=True) as bar:
+    stopping = stopped_like_ctrl_c(signal.SIGTERM, signal.SIGHUP)  # as Ctrl-C: the hidden folder removed
+    with stopping, Progress(*columns, console=stderr_console(), transient=True) as bar:
         task = bar.add_task("checking", total=None)
 
         def progress(stage: str, done: int, total: int) -> None:
