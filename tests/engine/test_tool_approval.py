@@ -270,8 +270,9 @@ async def test_an_unknown_id_or_another_chats_answer_approves_nothing(tmp_path: 
             f"No approval request '{other_id}' is waiting in this chat (answered, timed out, or never asked)."
             f" Waiting: {request_id}. Answer /approve ID."
         )
-        # Another chat of the same gateway cannot answer for this one.
-        await s.gateway.send(InboundFrame(id="other", channel="web", chat_id="guest", text=f"/approve {request_id}"))
+        # A chat that may be another person's (Telegram) cannot answer for this one (the owner's may: 525).
+        await s.gateway.send(HelloFrame(channels=["web", "telegram"]))
+        await s.gateway.send(InboundFrame(id="other", channel="telegram", chat_id="42", text=f"/approve {request_id}"))
         await s.acked("other")
         assert (await s.outbound()).text.startswith(f"No approval request '{request_id}' is waiting in this chat")
         assert s.ran == [] and s.engine.approvals.waiting(WEB) == [request_id]

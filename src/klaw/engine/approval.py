@@ -26,6 +26,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from klaw.engine.approval_elsewhere import may_answer, waits_there, which
 from klaw.engine.approval_question import call_arguments, question, shown_arguments
 from klaw.engine.approval_question import without_answer_line as without_answer_line  # library.py reads it here
 from klaw.engine.approval_text import MAX_SHOWN_CHARS, duration_words
@@ -94,6 +95,7 @@ class _Pending:
     after: str | None = None  # "answer"/"restart": asked with no message of the person's since their answer/the start
     noted_in: ChatRef | None = None  # the turn's chat, where the call is noted (a subagent's run), if not `chat`
     asker: str | None = None  # who wants the call when not the chat's own agent (a spawned subagent, decision 525)
+    answered_from: ChatRef | None = None  # the chat whose /approve or /deny answered it (another owner's: 525)
     decision: Decision | None = None  # set once it is over
     refused: Decision | None = None  # not run, not by the person's /deny: NO_TERMINAL, UNRECORDED
     over: asyncio.Event = field(default_factory=asyncio.Event)
@@ -269,6 +271,11 @@ class ApprovalGate:
         await pending.over.wait()
         if pending.decision is Decision.TIMED_OUT:
             return f"No answer within {duration_words(self._timeout)}: {pending.tool} was not run."
+        elsewhere = pending.answered_from not in (None, pending.chat)  # another of the owner's chats (525)
+        if elsewhere and pending.decision in (Decision.APPROVED, Decision.DENIED):
+            verb, then = ("approve", "runs") if pending.decision is Decision.APPROVED else ("deny", "will not run")
+            said = f"/{verb} {request_id}, so {pending.tool} {then}"
+            return f"Answered in {pending.answered_from}, not at this prompt: {said}."
         if pending.decision in (Decision.APPROVED, Decision.DENIED, Decision.NO_TERMINAL):
             return None
         return f"Not run: klaw stopped before you answered about {pending.tool}; your message is answered again."
@@ -292,13 +299,15 @@ class ApprovalGate:
         self._last_word[chat] = "message"
 
     def answer(self, chat: ChatRef, args: str, *, approved: bool) -> str:
-        """The person's answer: only from the chat that was asked; no id is fine when one question waits."""
+        """The person's answer: from the chat that was asked, or another of the owner's own (console, web:
+        approval_elsewhere.py, decision 525); no id is fine when one question waits in this chat."""
         verb = "approve" if approved else "deny"
         waiting = self.waiting(chat)
         words = args.split()
         if not words:
             if len(waiting) != 1:
-                return _which(verb, waiting)
+                others = [(p.id, p.tool, p.chat) for p in self._pending.values() if not p.answer.done()]
+                return which(verb, chat, waiting, others)
             if (only := self._pending[waiting[0]]).after is not None:
                 return _new_question(verb, only)
             request_id = only.id
@@ -307,17 +316,25 @@ class ApprovalGate:
         else:
             return f"Usage: /{verb} ID (the id the question gave)."
         pending = self._pending.get(request_id)
-        if pending is None or pending.chat != chat or pending.answer.done():
+        if pending is not None and not pending.answer.done() and not may_answer(pending.chat, chat):
+            if (there := waits_there(pending.id, pending.tool, pending.chat, chat)) is not None:
+                return there
+            pending = None
+        if pending is None or pending.answer.done():
             said = f"No approval request {request_id!r} is waiting in this chat (answered, timed out, or never asked)."
-            return f"{said} {_which(verb, waiting)}" if waiting else said
+            return f"{said} {which(verb, chat, waiting)}" if waiting else said
         # Noted still: a kill would say never approved
-        if approved and not self.noted.over(pending.noted_in or chat, pending.call.id):
+        if approved and not self.noted.over(pending.noted_in or pending.chat, pending.call.id):
             pending.refused, approved = Decision.UNRECORDED, False
+        pending.answered_from = chat
         pending.answer.set_result(approved)
-        self._last_word[chat] = "answer"
+        self._last_word[chat] = self._last_word[pending.chat] = "answer"
         if pending.refused is Decision.UNRECORDED:
             return not_run_unrecorded(pending.tool)
-        return f"Approved: {pending.tool} runs now." if approved else f"Denied: {pending.tool} will not run."
+        where = "" if pending.chat == chat else f" (asked in {pending.chat})"
+        return (
+            f"Approved{where}: {pending.tool} runs now." if approved else f"Denied{where}: {pending.tool} will not run."
+        )
 
     def nobody_can_answer(self, chat: ChatRef, request_id: str) -> str:
         """End question `request_id` unrun because no one can answer it (`echo … | klaw chat`: no terminal).
@@ -362,11 +379,6 @@ def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
     if decision is Decision.UNRECORDED:  # the person reads it as /approve's answer, the model as the result
         return not_run_unrecorded(tool)
     return f"Not run: {tool} needs approval and the engine is stopping."
-
-
-def _which(verb: str, waiting: list[str]) -> str:
-    said = f"Waiting: {', '.join(waiting)}. Answer /{verb} ID."
-    return said if waiting else "No approval request is waiting in this chat."
 
 
 def _new_question(verb: str, pending: _Pending) -> str:  # a double tap would answer it unread (adversary23)
