@@ -15,6 +15,7 @@ from klaw.cli.gateway_cmd import telegram_token_problem
 from klaw.cli.service_env import SERVICE_ENV, names_in
 from klaw.disk_trouble import unwritable
 from klaw.home import KlawHome
+from klaw.tools.web.addresses import metadata_warnings
 
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
@@ -188,6 +189,8 @@ def check() -> None:
         warn(line)
     for line in _skill_problems(home, loaded.config):
         warn(line)
+    for line in metadata_warnings(loaded.config.web.fetch.allowed_networks()):  # decision 523
+        warn(f"warning: {line}")
     from klaw.engine.system_prompt import left_out
 
     for line in left_out(home.workspace):  # every turn goes without it (decision 503)
@@ -283,8 +286,7 @@ def _routed_models_without_key(home: KlawHome, config: EngineConfig) -> tuple[st
 
 
 def _tool_inventory(home: KlawHome, config: EngineConfig) -> tuple[list[ToolRow], str | None]:
-    """The tools as `klaw tools` lists them without an engine (groups provided, no MCP server started),
-    or a warning saying why they could not be listed (the file is still valid)."""
+    """The tools as `klaw tools` lists them without an engine (no MCP server started), or why they were not."""
     from klaw.engine.tool_listing import listing_without_engine  # the tools and their groups: only for check
     from klaw.store.records import ChatRef
 
@@ -344,8 +346,7 @@ def _approval_warnings(config: EngineConfig, rows: list[ToolRow]) -> list[str]:
 
 
 def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:
-    """The workspace's broken skills as `klaw skills check` says them: the file stays valid (a skill
-    left out is no reason not to start), but the person learns which skill the agent will not have."""
+    """The workspace's broken skills as `klaw skills check` says them: the file stays valid, the skill left out."""
     from klaw.cli.skills_cmd import problem_lines
     from klaw.tools.skills.catalogue import scan_skills
 
@@ -353,8 +354,7 @@ def _skill_problems(home: KlawHome, config: EngineConfig) -> list[str]:
 
 
 def _code_refused(home: KlawHome, config: EngineConfig) -> str | None:
-    """A warning when code_execute is offered but will refuse to run: a prompt file or skills/ is a symlink
-    (or not of its kind), which sandboxed code could replace (decision 286)."""
+    """A warning when code_execute will refuse to run: a prompt file or skills/ is a symlink, or odd (286)."""
     if "code" not in config.tool_groups or config.tools.allow_prompt_edits or not home.workspace.is_dir():
         return None
     from klaw.home_init import PROTECTED_WORKSPACE

@@ -43,7 +43,8 @@ class WebFetchConfig(Section):
                 ip_network(value, strict=False)
             except ValueError:
                 raise ValueError(
-                    f"{value!r} is not an IP address or network: write e.g. 192.168.1.20, 10.0.0.0/24 or fd00::/8"
+                    f"{value!r} is not an IP address or network: write e.g. 192.168.1.20, 10.0.0.0/24 or"
+                    " fd12:3456:789a::/48"
                     " (host names are not accepted: the guard checks the address a name resolves to)"
                 ) from None
         return values

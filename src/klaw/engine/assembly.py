@@ -81,6 +81,7 @@ from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
+from klaw.tools.web.addresses import metadata_warnings
 
 LIVE_EMBEDDING_BATCH = 16
 DOCS_WARM_DELAY_SECONDS = 10.0
@@ -202,6 +203,8 @@ async def assemble(
     registry = selection.registry
     if (unheld := writes_unheld(config.tools.approval, registry.names)) is not None:
         log.warning("%s", unheld)  # klaw config check's warning, in the start's log too (decision 515)
+    for said in metadata_warnings(config.web.fetch.allowed_networks()):  # and this one (decision 523)
+        log.warning("%s", said)
     appendix = DOCS_PROMPT if docs is not None else None  # the budget too small for prompt and tools: said (500)
     log_too_small(await asyncio.to_thread(too_small, home.workspace, config, selection.specs, appendix))
     mcp_servers = await start_mcp_servers(home, config, clock, stack, registry)

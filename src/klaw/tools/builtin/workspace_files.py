@@ -42,6 +42,7 @@ from klaw.home_init import PROTECTED_WORKSPACE
 from klaw.home_init import WORKSPACE_FILES as PROMPT_FILES
 from klaw.private_files import FILE_MODE, private_dirs
 from klaw.tools.beneath import Outside, Walk, open_directory, walk
+from klaw.tools.builtin.workspace_paths import a_path_the_system_takes, not_climbing_out
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.disk_room import DiskRoom, one_writer
 from klaw.tools.schema import ToolContext, ToolFunction
@@ -50,16 +51,6 @@ MAX_WRITE_BYTES = 1024 * 1024
 MAX_LIST_ENTRIES = 500
 _SNIFF_BYTES = 8192
 _SKIP_CHUNK = 65536
-
-
-def _not_climbing_out(path: str) -> str:
-    """A path whose `..` leads out of the workspace whatever the workspace is: refused as the arguments
-    are validated, so such a call is never put to the person for approval (ToolRegistry.refuse) only
-    to fail once approved. Symlinks and absolute paths are judged when the tool runs."""
-    normal = os.path.normpath(path)
-    if not os.path.isabs(normal) and (normal == os.pardir or normal.startswith(os.pardir + os.sep)):
-        raise ValueError(f"{path!r} is outside the workspace; use a path relative to the workspace")
-    return path
 
 
 def _not_protected(protected: tuple[str, ...]) -> Callable[[str], str]:
@@ -87,7 +78,12 @@ MAX_READ_CHARS = 1_000_000
 """The most characters one file_read asks for (a result is cut far shorter anyway): 10**30 made
 Python's read() raise OverflowError, which the model read as "OverflowError: cannot fit 'int' …"."""
 
-PathArg = Annotated[str, AfterValidator(_not_climbing_out), Field(description="Relative to the workspace")]
+PathArg = Annotated[
+    str,
+    AfterValidator(a_path_the_system_takes),  # decision 523
+    AfterValidator(not_climbing_out),
+    Field(description="Relative to the workspace"),
+]
 
 
 async def file_read(

@@ -9,6 +9,9 @@ Teredo) are judged by that IPv4 address too, ranges `ipaddress` wrongly calls gl
 site-local fec0::/10) are refused by name, and the cloud metadata endpoints that sit on otherwise
 global addresses (Azure's 168.63.129.16) are named and refused. `web.fetch.allowAddresses` lets
 chosen addresses or networks through (a NAS at home): the person's decision, written in engine.yaml.
+A metadata address stays refused inside an allowed network (fd00::/8 holds AWS's fd00:ec2::254,
+100.64.0.0/10 Alibaba's 100.100.100.200): only an entry naming it alone (the bare address, a /32 or
+a /128) lets it through, and `klaw config check` and the engine's start warn of either (decision 523).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ CLOUD_METADATA: frozenset[IpAddress] = frozenset(
         "168.63.129.16",  # Azure WireServer (a global address)
     )
 )
+METADATA_REASON = "a cloud metadata service"
 _NAT64 = ip_network("64:ff9b::/96")
 # Ranges Python 3.11's `ipaddress` calls global although they are not public unicast. fec0::/10 is
 # IPv6 site-local: deprecated (RFC 3879) but still routed inside some networks, it means "this site"
@@ -54,6 +58,8 @@ class AddressPolicy:
     def refusal(self, address: IpAddress) -> str | None:
         """None when `address` may be reached; else a short reason ("private", "cloud metadata"…)."""
         candidates = _judged(address)
+        if any(c in CLOUD_METADATA and not self._allows(c) for c in candidates):  # 6to4 in an allowed 2002::/16 too
+            return METADATA_REASON
         if any(self._allows(candidate) for candidate in candidates):
             return None
         for candidate in candidates:
@@ -63,10 +69,30 @@ class AddressPolicy:
         return None
 
     def _allows(self, address: IpAddress) -> bool:
+        if address in CLOUD_METADATA:  # a wide entry holding it does not count: only one naming it alone
+            return any(net.num_addresses == 1 and net.network_address == address for net in self._allowed)
         return any(address.version == net.version and address in net for net in self._allowed)
 
 
-METADATA_REASON = "a cloud metadata service"
+def metadata_warnings(allowed: Iterable[IpNetwork]) -> list[str]:
+    """`klaw config check`'s and the start's warning for each allowAddresses entry holding a metadata address:
+    one naming it alone opens it to web_fetch; a wider one does not, which the person may not expect."""
+    said: list[str] = []
+    for net in allowed:
+        inside = [str(a) for a in sorted((a for a in CLOUD_METADATA if a.version == net.version and a in net), key=int)]
+        if not inside:
+            continue
+        if net.num_addresses == 1:
+            said.append(
+                f"web.fetch.allowAddresses names {inside[0]}, {METADATA_REASON}: web_fetch may read it, and it"
+                " hands out this machine's cloud credentials to whoever asks; remove it unless you mean that"
+            )
+        else:
+            said.append(
+                f"web.fetch.allowAddresses entry {net} holds {', '.join(inside)} ({METADATA_REASON}), which"
+                " stays refused: web_fetch reaches a metadata address only when an entry names it alone"
+            )
+    return said
 
 
 def _special(address: IpAddress) -> str | None:
