@@ -121,3 +121,35 @@ async def test_a_pipe_behind_an_earlier_question_says_so_and_prints_only_its_own
             # The earlier message's reply came to this pipe: shown under its label, never as this one's.
             assert f"{OTHER_MESSAGE} Not written A." in rest, rest
             assert not (home / "workspace" / "a.txt").exists()
+
+
+async def test_a_pipe_killed_while_its_turn_runs_leaves_no_question_open(tmp_path: Path) -> None:
+    """A pipe killed (`kill`) while its turn is in the model: the question that turn then asks has nobody to
+    ask. It stayed open for `tools.approvalTimeoutSeconds` (the console chat held all that while); now the
+    engine, told by the pipe that it is one, ends it as nobody can answer it, the model told so (decision 521)."""
+    home = tmp_path / "home"
+    async with FakeOpenAiServer() as model:
+        env = _serve_env(home, model.base_url)
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            release = asyncio.Event()
+            model.reply_tool_calls([("file_write", {"path": "k.txt", "content": "k"})], before=release.wait)
+            model.reply_text("Not written: the pipe had gone.")
+            asked = len(model.chat_requests)
+            pipe = await started_chat(env, b"write k.txt")
+            async with asyncio.timeout(CHAT_SECONDS):
+                while len(model.chat_requests) <= asked:  # noqa: ASYNC110 - the turn is in the model
+                    await asyncio.sleep(0.05)
+            pipe.terminate()
+            await asyncio.wait_for(pipe.communicate(), timeout=CHAT_SECONDS)
+            release.set()  # the model asks for file_write now, the pipe gone
+            async with asyncio.timeout(CHAT_SECONDS):  # not the 5 minutes of the approval timeout
+                while len(model.chat_requests) <= asked + 1:  # noqa: ASYNC110 - the turn goes on to its reply
+                    await asyncio.sleep(0.05)
+            result = json.dumps(model.chat_requests[-1].body)
+            assert "nobody was asked: the message was piped" in result, result
+            assert not (home / "workspace" / "k.txt").exists()
+            # The console chat is free: the next pipe is answered at once, with its own reply only.
+            model.reply_text("the answer to pipe R")
+            code, out, err = await piped(env, "pipe R")
+            assert (code, out) == (0, "the answer to pipe R\n"), err

@@ -13,6 +13,7 @@ stdout is the reply to its message; anything else that comes meanwhile goes to s
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,8 @@ class AttachedPipe:
 
         command = parse_command(text)
         before = await self._open_questions() if command is None else {}
+        if command is None:
+            await self._say_piped()
         message_id = await self._submit(text)
         if message_id is None:
             return 1
@@ -152,6 +155,14 @@ class AttachedPipe:
         shown = asked.text.rpartition("\n")[0] or asked.text  # without the `/approve ID or /deny ID` line
         self._stderr.print(reply_markdown(shown))
         self._stderr.print(Text(visible(str(found.get("said", "")))), highlight=False)
+
+    async def _say_piped(self) -> None:
+        """Tell the engine this connection is a pipe: killed with its turn under way, its questions are ended
+        as nobody can answer them, not left open for the approval timeout (decision 521). An engine older
+        than the query leaves them open, as before."""
+        if self._gateway.connected:
+            with contextlib.suppress(EngineUnavailable, QueryFailed):
+                await self._gateway.query("piped", {"channel": CONSOLE, "chat_id": self._chat_id})
 
     async def _open_questions(self) -> dict[str, dict[str, Any]]:
         """The questions waiting in the chat before this message is sent, by id (none when it cannot be asked)."""

@@ -23,10 +23,11 @@ import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any
 
 from klaw.engine.approval_elsewhere import may_answer, waits_there, which
+from klaw.engine.approval_outcome import Decision as Decision  # read here by the tool loop and tests
+from klaw.engine.approval_outcome import outcome_text
 from klaw.engine.approval_question import call_arguments, question, shown_arguments
 from klaw.engine.approval_question import without_answer_line as without_answer_line  # library.py reads it here
 from klaw.engine.approval_text import MAX_SHOWN_CHARS, duration_words
@@ -43,17 +44,6 @@ log = logging.getLogger(__name__)
 Condition = Callable[[Mapping[str, Any], ChatRef], bool]
 # What a yes grants, in plain words under the arguments (schedule_add's allow_tools: decision 525)
 Grants = Callable[[Mapping[str, Any]], str | None]
-
-
-class Decision(StrEnum):
-    APPROVED = "approved"
-    DENIED = "denied"
-    TIMED_OUT = "timed_out"
-    NO_PERSON = "no_person"  # a task's run: nobody to ask, and the task was not created allowing the tool
-    UNAVAILABLE = "unavailable"  # the question could not be asked, or the engine is stopping
-    TOO_LONG = "too_long"  # the call cannot be shown whole in a question, so it is not asked (decision 295)
-    NO_TERMINAL = "no_terminal"  # `echo … | klaw chat`: asked, but no terminal can answer it, so nobody did
-    UNRECORDED = "unrecorded"  # approved, but its note could not be taken out (a full disk): not run (453)
 
 
 @dataclass(frozen=True)
@@ -127,6 +117,7 @@ class ApprovalGate:
         self.stopping = False  # closed by the shutdown: held calls denied, and their turns end there (454)
         # Each chat's last word from its person since the start: "answer" (/approve, /deny) or "message" (436, 442)
         self._last_word: dict[ChatRef, str] = {}
+        self._pipes_left: dict[ChatRef, Callable[[], bool]] = {}  # a gone pipe's chat, while its turns run (521)
 
     @property
     def tools(self) -> frozenset[str]:
@@ -175,6 +166,9 @@ class ApprovalGate:
 
     async def _ask(self, call: ToolCall, turn_chat: ChatRef, scope: ApprovalScope) -> Verdict:
         chat = scope.ask_in or turn_chat  # a spawned subagent asks the chat that spawned it (decision 525)
+        if self._pipe_left(chat):  # nobody is there to ask: not asked, nor left open for the timeout (521)
+            log.info("approval: %s in %s not asked: the piped klaw chat that sent its message left", call.name, chat)
+            return Verdict(Decision.NO_TERMINAL, outcome_text(Decision.NO_TERMINAL, call.name, self._timeout))
         request_id = self._new_id()
         asked = question(request_id, call, self._timeout, asker=scope.asker, grants=self._granted(call))
         answer = asyncio.get_running_loop().create_future()
@@ -204,7 +198,7 @@ class ApprovalGate:
             pending.over.set()
         decision = Decision.UNRECORDED if decision is Decision.APPROVED and not recorded else decision  # 453, 466
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
-        return Verdict(decision, _outcome_text(decision, call.name, self._timeout))
+        return Verdict(decision, outcome_text(decision, call.name, self._timeout))
 
     async def _wait(self, pending: _Pending) -> Decision:
         timer = asyncio.ensure_future(self._clock.sleep(self._timeout))
@@ -297,6 +291,7 @@ class ApprovalGate:
 
     def heard(self, chat: ChatRef) -> None:  # a message: a bare /approve may answer the questions after it
         self._last_word[chat] = "message"
+        self._pipes_left.pop(chat, None)  # someone writes here again: asked as any (decision 521)
 
     def answer(self, chat: ChatRef, args: str, *, approved: bool) -> str:
         """The person's answer: from the chat that was asked, or another of the owner's own (console, web:
@@ -329,6 +324,7 @@ class ApprovalGate:
         pending.answered_from = chat
         pending.answer.set_result(approved)
         self._last_word[chat] = self._last_word[pending.chat] = "answer"
+        self._pipes_left.pop(pending.chat, None)
         if pending.refused is Decision.UNRECORDED:
             return not_run_unrecorded(pending.tool)
         where = "" if pending.chat == chat else f" (asked in {pending.chat})"
@@ -350,6 +346,23 @@ class ApprovalGate:
             " terminal to ask you in; run klaw chat in a terminal to approve it."
         )
 
+    def pipe_left(self, chat: ChatRef, before: Collection[str], under_way: Callable[[], bool]) -> None:
+        """A piped `klaw chat`'s connection closed (killed, or done): the questions asked in its chat since it came
+        (not `before`) are ended as nobody can answer them, and so is any its chat's turns ask while `under_way`,
+        until someone writes or answers there again (decision 521). A terminal's attached chat never says it is
+        piped: its questions wait as before."""
+        for request_id in self.waiting(chat):
+            if request_id not in before:
+                self.nobody_can_answer(chat, request_id)
+        self._pipes_left[chat] = under_way
+
+    def _pipe_left(self, chat: ChatRef) -> bool:
+        under_way = self._pipes_left.get(chat)
+        if under_way is not None and not under_way():
+            del self._pipes_left[chat]  # its chat's turns are over: a later message is asked as any
+            return False
+        return under_way is not None
+
     def waiting_chats(self) -> set[ChatRef]:  # the chats a question waits in: a stop cuts their turns (513)
         return {p.chat for p in self._pending.values() if not p.answer.done()}
 
@@ -360,25 +373,6 @@ class ApprovalGate:
             # A subagent's question is not its chat's turn's: its run is not cut, so it is denied (decision 525)
             if not pending.answer.done() and (pending.chat not in cut or pending.asker is not None):
                 pending.answer.cancel()
-
-
-def _outcome_text(decision: Decision, tool: str, timeout_seconds: float) -> str:
-    if decision is Decision.APPROVED:
-        return ""
-    if decision is Decision.DENIED:
-        return f"Not run: the person denied {tool}. Do not retry it unless they ask you to."
-    if decision is Decision.NO_TERMINAL:
-        return (
-            f"Not run: {tool} needs the person's approval, and nobody was asked: the message was piped into"
-            f" `klaw chat`, with no terminal to answer the question. Tell the person how to allow it: send the"
-            f" message in an interactive `klaw chat` (or the web page) and approve it there, or take {tool} out"
-            f" of tools.approval in their config."
-        )
-    if decision is Decision.TIMED_OUT:
-        return f"Not run: the person did not approve {tool} within {duration_words(timeout_seconds)}, so it was denied."
-    if decision is Decision.UNRECORDED:  # the person reads it as /approve's answer, the model as the result
-        return not_run_unrecorded(tool)
-    return f"Not run: {tool} needs approval and the engine is stopping."
 
 
 def _new_question(verb: str, pending: _Pending) -> str:  # a double tap would answer it unread (adversary23)

@@ -39,7 +39,7 @@ from klaw.engine.frames import (
     ResultFrame,
     decode_frame,
 )
-from klaw.engine.gateway_connection import GatewayConnection
+from klaw.engine.gateway_connection import ASKING, GatewayConnection
 from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.errors import KlawError
 from klaw.message_text import IdUsedForAnotherText, MessageRefused
@@ -146,7 +146,11 @@ class FrameDispatcher:
         try:
             if self._queries is None:
                 raise QueryError("this engine answers no queries")
-            result = ResultFrame(id=frame.id, data=await self._queries(frame))
+            asking = ASKING.set(conn)
+            try:
+                result = ResultFrame(id=frame.id, data=await self._queries(frame))
+            finally:
+                ASKING.reset(asking)
         except QueryError as exc:
             result = ResultFrame(id=frame.id, error=str(exc))
         except Exception as exc:

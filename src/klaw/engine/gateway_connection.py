@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+from contextvars import ContextVar
 
 from klaw.engine.frames import EngineFrame, FrameError, encode_frame
 
@@ -17,6 +19,9 @@ log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_SECONDS = 10.0
 """A gateway that does not read for this long is stuck; its connection is dropped so the engine never blocks on it."""
+
+ASKING: ContextVar[GatewayConnection | None] = ContextVar("asking", default=None)
+"""The connection whose query is being answered: a query that acts when it closes (`piped`) reads it."""
 
 
 class GatewayConnection:
@@ -27,6 +32,7 @@ class GatewayConnection:
         self.lock = asyncio.Lock()
         self.streaming: frozenset[str] = frozenset()  # channels whose replies it wants as deltas too
         self._writer = writer
+        self.on_close: list[Callable[[], None]] = []  # told once it is gone (a piped chat's questions, 521)
 
     async def send(self, frame: EngineFrame) -> bool:
         """Encode and write one frame under the lock; False if the connection is gone or stuck."""

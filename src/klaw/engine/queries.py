@@ -8,7 +8,8 @@ fits one 1 MiB frame) and JSON-ready; message text is cut to `TEXT_CHARS`. Bad p
 engine's start (`extra`): `forget` (`klaw memory forget` beside the engine), `memory_tool` (`klaw mcp
 serve`), `cancel_turn` (`{"channel", "chat_id"}` → `{"cancelled": bool}`: Ctrl-C in an attached `klaw chat`
 stops that chat's turn, engine/turn_cancel.py, decision 496), `nobody_can_answer` (`{"channel", "chat_id",
-"id"}` → `{"ended": bool, "said"}`: a piped attached `klaw chat` ends its question unrun, decision 516).
+"id"}` → `{"ended": bool, "said"}`: a piped attached `klaw chat` ends its question unrun, decision 516), `piped`
+(`{"channel", "chat_id"}` → `{"noted": true}`: once that connection closes, its chat's new questions end unrun, 521).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from klaw.engine.drain_deadline import DrainDeadline
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.frames import CommandFrame, DeliveredFrame, InboundFrame
 from klaw.engine.full_text_upkeep import FullTextUpkeep
+from klaw.engine.gateway_connection import ASKING
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.memory_parts import memory_services
 from klaw.engine.processor import Inbound
@@ -162,6 +163,7 @@ class Engine:
                     "cancel_turn": functools.partial(cancel_turn_answer, parts.processor),  # Ctrl-C, attached (496)
                     "status": functools.partial(status_answer, parts.commands),  # `klaw status` (decision 510)
                     "nobody_can_answer": functools.partial(_nobody_can_answer, parts),  # a piped chat's question (516)
+                    "piped": functools.partial(_piped, parts),  # its questions end when it closes (521)
                 }
                 if config_file is not None:
                     extra["config_file"] = config_file.answer  # `klaw config check`: does the engine need a restart?
@@ -298,6 +300,20 @@ async def _nobody_can_answer(parts: Parts, params: Mapping[str, Any]) -> dict[st
     ended = request_id in parts.approvals.waiting(chat)
     said = parts.approvals.nobody_can_answer(chat, request_id)
     return {"ended": ended, "said": said}
+
+
+async def _piped(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `piped` query, sent by a piped `klaw chat` before its message: once its connection closes (it was
+    killed with its turn under way, or it is done), a question its chat's turns ask is ended as nobody can
+    answer it, not left open for `tools.approvalTimeoutSeconds` (decision 521). The questions waiting now are
+    not its own (a terminal left them, decision 441): they wait for a terminal as before."""
+    chat, connection = named_chat(params), ASKING.get()
+    if connection is None:
+        raise QueryError("only a connection's query can say it is piped")
+    before = set(parts.approvals.waiting(chat))
+    under_way = functools.partial(parts.processor.has_under_way, chat)
+    connection.on_close.append(functools.partial(parts.approvals.pipe_left, chat, before, under_way))
+    return {"noted": True}
 
 
 async def _finish(task: asyncio.Task[None]) -> None:

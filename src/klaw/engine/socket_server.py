@@ -268,6 +268,11 @@ class EngineSocketServer:
             peer.refuse(ErrorFrame(code="refused", message=stalled_frame(held)))
 
     def _forget(self, conn: GatewayConnection) -> None:
+        for gone in conn.on_close:
+            try:
+                gone()
+            except Exception:
+                log.exception("%s: what waited for its close failed", conn.name)
         self._unfinished.hold(conn, 0)
         self._connections.pop(conn, None)
         self._routes.forget(conn)
