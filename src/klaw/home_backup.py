@@ -47,6 +47,7 @@ from typing import BinaryIO
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.private_files import open_private
+from klaw.sparse_member import add_sparse, is_sparse
 
 # Left out, by name at the home's top: rebuilt on their own, or the running process's.
 LEFT_OUT = {
@@ -251,23 +252,30 @@ def _shown(name: str) -> str:
 
 
 def _size(path: Path) -> int:
+    """What archiving `path` reads: a sparse file's data, not its holes."""
     try:
         info = path.lstat()
     except FileNotFoundError:
         return 0
-    return info.st_size if stat.S_ISREG(info.st_mode) else 0
+    if not stat.S_ISREG(info.st_mode):
+        return 0
+    return min(info.st_size, info.st_blocks * 512) if is_sparse(info) else info.st_size
 
 
 def _add(archive: tarfile.TarFile, path: Path, name: str) -> int:
     """`path` as `name`; a log file cut after its last whole line. Returns the bytes written."""
     info = archive.gettarinfo(str(path), arcname=name)
+    info.mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)  # no setuid program comes back (decision 524)
     if not info.isreg():
         archive.addfile(info)
         return 0
     with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size  # what is appended after this is not taken
+        seen = os.fstat(handle.fileno())
+        size = seen.st_size  # what is appended after this is not taken
         if name.split("/", 1)[0] in APPENDED and name.endswith(".jsonl"):
             size = _whole_lines(handle, size)
+        elif is_sparse(seen):  # its holes kept: not gigabytes of zeros read, packed and written back
+            return add_sparse(archive, info, handle, size)
         info.size = size
         archive.addfile(info, _Bounded(handle, size))
     return size

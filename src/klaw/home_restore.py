@@ -46,6 +46,8 @@ from klaw.private_files import private_dirs
 
 Progress = Callable[[str, int, int], None]  # (stage: "checking" or "restoring", bytes read, bytes in all)
 _PIECE = 1 << 20
+_DISK_BLOCK = 4096
+DISK_MARGIN = 100 * 10**6  # left free beside the restored home (decision 524)
 _DAMAGE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError)
 
 
@@ -66,6 +68,7 @@ class ArchiveFacts:
     files: int = 0
     bytes: int = 0
     links: bool = False  # it holds a symbolic link: each member's real path is checked as it is written
+    disk: int = 0  # what restoring it writes to disk: each file's data (a sparse one's holes not), a block each
 
 
 @dataclass
@@ -83,6 +86,7 @@ def restore(archive: Path, target: Path, *, progress: Progress | None = None) ->
     refuse_target(target, archive)
     facts = check_archive(archive, progress)
     private_dirs(target.parent)
+    _refuse_full_disk(archive, target, facts)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.restoring-", dir=target.parent))  # 0700
     try:
         _extract(archive, staging, progress, links=facts.links)
@@ -103,6 +107,26 @@ def restore(archive: Path, target: Path, *, progress: Progress | None = None) ->
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return RestoreReport(target=target, facts=facts, counts=counts)
+
+
+def _on_disk(member: tarfile.TarInfo) -> int:
+    """About what writing `member` takes on disk: its data (a sparse file's extents, not its holes), rounded
+    up to 4 KiB blocks, and a block for its entry."""
+    regions: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]  # typeshed says int
+    data = sum(length for _, length in regions) if regions is not None else member.size
+    return -(-data // _DISK_BLOCK) * _DISK_BLOCK + _DISK_BLOCK if member.isreg() else _DISK_BLOCK
+
+
+def _refuse_full_disk(archive: Path, target: Path, facts: ArchiveFacts) -> None:
+    """`RestoreError` when the disk of `target` has not room for the restored home and `DISK_MARGIN` beside it:
+    a restore that filled the disk would stop whatever else writes there (klaw itself, the system's logs)."""
+    free = shutil.disk_usage(target.parent).free
+    if facts.disk + DISK_MARGIN > free:
+        raise RestoreError(
+            f"the restored home needs about {facts.disk / 1e6:,.1f} MB and {DISK_MARGIN // 10**6} MB to spare, and"
+            f" {target.parent} has {free / 1e6:,.1f} MB free: free some space there, or restore onto another disk"
+            f" (klaw restore {archive} --home NEW_FOLDER); nothing was written"
+        )
 
 
 def refuse_target(target: Path, archive: Path) -> None:
@@ -146,13 +170,14 @@ def check_archive(archive: Path, progress: Progress | None = None) -> ArchiveFac
                     continue
             _confined(archive, member, names)
             names.add(member.name)
-            if member.isreg():
+            if member.isreg() and member.sparse is None:  # a sparse member's data is read past all the same
                 data = stream.extractfile(member)
                 assert data is not None
                 while data.read(_PIECE):
                     pass
             facts.files += 1
             facts.links = facts.links or member.issym()
+            facts.disk += _on_disk(member)
             facts.bytes += member.size if member.isreg() else 0
     if facts is None:
         raise RestoreError(f"{archive} is an empty archive, not a klaw backup: nothing was written")

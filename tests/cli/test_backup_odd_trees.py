@@ -6,10 +6,14 @@ SIGTERM or SIGHUP left its partial archive and database copies behind (Ctrl-C di
 from __future__ import annotations
 
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
+import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,3 +90,62 @@ def test_a_backup_stopped_by_a_signal_leaves_nothing_behind(tmp_path: Path, sign
     assert backup.returncode != 0, out
     assert "Traceback" not in err
     assert sorted(path.name for path in backups.iterdir()) == []  # no partial archive, no database copies
+
+
+def test_sparse_files_keep_their_holes_and_setuid_bits_stay_out(tmp_path: Path) -> None:
+    home = a_home(tmp_path)
+    sparse = home / "workspace" / "sp"
+    sparse.mkdir()
+    for n in range(4):
+        with open(sparse / f"f{n}", "wb") as made:  # `truncate -s 1G`: 4 GB apparent, no blocks
+            made.truncate(1 << 30)
+    with open(sparse / "middle", "wb") as made:
+        made.seek(300 << 20)
+        made.write(b"in the middle")
+        made.truncate(600 << 20)
+    program = home / "workspace" / "sid"
+    program.write_bytes(b"#!/bin/sh\nid\n")
+    program.chmod(0o4755)
+    archive, restored = tmp_path / "home.tgz", tmp_path / "restored"
+    done = klaw_here(home, "backup", str(archive))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " 0.0 MB before compression" in done.stdout  # the data, not 4.6 GB of holes
+    with tarfile.open(archive) as packed:
+        assert not packed.getmember("workspace/sid").mode & (stat.S_ISUID | stat.S_ISGID)
+        assert packed.getmember("workspace/sp/f0").size == 1 << 30
+    back = klaw_here(home, "restore", str(archive), "--home", str(restored))
+    assert back.returncode == 0, back.stdout + back.stderr
+    for n in range(4):
+        info = (restored / "workspace" / "sp" / f"f{n}").stat()
+        assert info.st_size == 1 << 30 and info.st_blocks < 64, info
+    middle = restored / "workspace" / "sp" / "middle"
+    assert middle.stat().st_size == 600 << 20 and middle.stat().st_blocks < 2048
+    with open(middle, "rb") as read:
+        read.seek(300 << 20)
+        assert read.read(13) == b"in the middle"
+    assert not (restored / "workspace" / "sid").stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 20 MB tmpfs (as root; skipped elsewhere)."""
+    disk = tmp_path / "small"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk)]).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_restore_that_would_fill_the_disk_is_refused_before_writing(tmp_path: Path, small_disk: Path) -> None:
+    home = a_home(tmp_path)
+    (home / "workspace" / "big.bin").write_bytes(os.urandom(30 << 20))
+    archive = tmp_path / "home.tgz"
+    assert klaw_here(home, "backup", str(archive)).returncode == 0
+    refused = klaw_here(home, "restore", str(archive), "--home", str(small_disk / "home"))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "the restored home needs about 31." in refused.stderr and "MB to spare" in refused.stderr
+    assert re.search(r" has 2\d\.\d MB free: free some space there, or restore onto another disk", refused.stderr)
+    assert list(small_disk.iterdir()) == []
