@@ -45,6 +45,7 @@ class SentMessage:
     chat_id: int
     text: str
     bold: list[str] = field(default_factory=list)  # the text its "bold" entities cover (UTF-16 offsets)
+    code: list[str] = field(default_factory=list)  # the text its "pre" and "code" entities cover
 
 
 @dataclass
@@ -212,7 +213,12 @@ class FakeTelegram:
             for e in entities
             if e.get("type") == "bold"
         ]
-        self.sent.append(SentMessage(chat_id, text, bold))
+        code = [
+            units[2 * e["offset"] : 2 * (e["offset"] + e["length"])].decode("utf-16-le")
+            for e in entities
+            if e.get("type") in ("pre", "code")
+        ]
+        self.sent.append(SentMessage(chat_id, text, bold, code))
         message_id = self._next_message
         self._next_message += 1
         result = {

@@ -32,6 +32,10 @@ async def test_a_held_tool_is_approved_from_telegram(telegram: FakeTelegram) -> 
         await telegram.wait_for_sent(1)
         question = telegram.sent_to(ANA)[0]
         assert question.startswith("The agent wants to run file_write:")
+        # newcomer23: the fences came through as raw backticks; the arguments are Telegram's code block (525)
+        assert "```" not in question, question
+        assert question.startswith("The agent wants to run file_write:\npath: list.txt\ncontent: milk, eggs\n/approve ")
+        assert telegram.sent[0].code == ["path: list.txt\ncontent: milk, eggs"]
         found = re.search(r"/approve ([0-9a-f]{4})", question)
         assert found is not None, question
         assert not (stack.home.workspace / "list.txt").exists()
@@ -69,3 +73,17 @@ async def test_a_reply_that_starts_like_a_heading_cannot_pass_for_one(telegram: 
         await telegram.wait_for_sent(1)
         [sent] = telegram.sent
         assert sent.text.startswith("From web:main") and sent.bold == []
+
+
+async def test_a_questions_code_block_holds_backticks_and_emoji_at_telegrams_offsets(telegram: FakeTelegram) -> None:
+    """The arguments' own ``` (a longer fence around them) and characters two UTF-16 units long (Telegram counts
+    those) are inside the `pre` entity exactly, and the text before it is offset right."""
+    content = "🥚 eggs\n```\nnot a fence of klaw's\n```"
+    async with running_stack(channel_factory(telegram), tools={"approval": ["file_write"]}) as stack:
+        stack.server.reply_tool_calls([("file_write", {"path": "ü😀.txt", "content": content})])
+        stack.server.reply_text("Not saved.")
+        telegram.push_text(ANA, "save it")
+        await telegram.wait_for_sent(1)
+        question = telegram.sent_to(ANA)[0]
+        assert question.startswith(f"The agent wants to run file_write:\npath: ü😀.txt\ncontent: {content}\n/approve ")
+        assert telegram.sent[0].code == [f"path: ü😀.txt\ncontent: {content}"]
