@@ -72,6 +72,26 @@ def test_the_allow_list_lets_chosen_addresses_through_and_nothing_else() -> None
     assert policy.refusal(parse_address("127.0.0.1")) is not None
 
 
+def test_a_metadata_address_passes_only_an_entry_naming_it_alone() -> None:
+    """adversary31 (decision 523): a wide entry let fd00:ec2::254, 100.100.100.200 and 169.254.169.254
+    through; a 6to4 address carrying one, under an allowed 2002::/16, is refused as well."""
+    wide = AddressPolicy(ip_network(n) for n in ("fd00::/8", "100.64.0.0/10", "169.254.0.0/16", "2002::/16"))
+    for metadata in (
+        "fd00:ec2::254",
+        "100.100.100.200",
+        "169.254.169.254",
+        "::ffff:169.254.169.254",
+        "2002:a9fe:a9fe::1",
+    ):
+        assert wide.refusal(parse_address(metadata)) == "a cloud metadata service", metadata
+    for neighbour in ("fd00:ec2::253", "100.100.100.201", "169.254.1.1", "2002:c000:201::1"):
+        assert wide.refusal(parse_address(neighbour)) is None, neighbour
+    named = AddressPolicy([ip_network("169.254.169.254"), ip_network("fd00:ec2::254/128")])
+    assert named.refusal(parse_address("169.254.169.254")) is None
+    assert named.refusal(parse_address("fd00:ec2::254")) is None
+    assert named.refusal(parse_address("169.254.170.2")) == "a cloud metadata service"
+
+
 async def test_a_name_resolving_to_a_public_and_a_private_address_is_refused_before_any_connection() -> None:
     asked: list[tuple[str, int]] = []
 
