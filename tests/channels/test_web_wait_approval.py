@@ -18,6 +18,7 @@ import httpx
 
 from klaw.engine.transcript import UNKNOWN_RESULT
 from klaw.llm.fake_server import FakeOpenAiServer
+from klaw.llm.stand_in import stand_in_reply
 from tests.engine import short_socket_dir
 from tests.serve_helpers import STARTS_WITHIN, running, serve_config, serve_env, stop, web_page, write_serve_home
 
@@ -56,6 +57,10 @@ async def test_a_wait_held_up_by_an_approval_says_so_and_a_timed_out_call_is_mar
                     # the script does as the note says
                     approved = await post(client, f"/approve {request}")
                     assert approved["reply"]["text"] == "Approved: file_write runs now."
+                    # newcomer23: the reply the approval let go on came in this wait too, not by polling (525)
+                    assert approved["unblocked"]["kind"] == "reply"
+                    assert approved["unblocked"]["text"] == "Wrote yes.txt."
+                    assert approved["unblocked"]["tools"] == ["file_write"]
                     assert "approvals" not in approved
 
                     # Left to time out, while the person sends another message meanwhile.
@@ -84,4 +89,32 @@ async def test_a_wait_held_up_by_an_approval_says_so_and_a_timed_out_call_is_mar
                 after = asked[calls[-1] + 1]
                 assert after["role"] == "tool" and "did not approve file_write" in after["content"]
                 assert UNKNOWN_RESULT not in json.dumps(asked)
+                assert await stop(serve) == 0
+
+
+async def test_approving_a_subagents_question_waits_for_its_runs_answer() -> None:
+    """The stand-in model's `!tool` convention, as newcomer23 typed it: the page's chat spawns a subagent whose
+    file_write is asked of the page (decision 525); `/approve ID` with `wait` returns the run's answer too."""
+    with short_socket_dir() as directory:
+        home = directory / "home"
+        async with FakeOpenAiServer(default_reply=stand_in_reply) as model:
+            write_serve_home(home, serve_config(model.base_url, tools={"approval": ["file_write"]}))
+            (home / "workspace").mkdir(mode=0o700)
+            async with running(env=serve_env(home), stderr=asyncio.subprocess.DEVNULL) as serve:
+                url = await web_page(serve)
+                token = (home / "web_token").read_text(encoding="utf-8").strip()
+                async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
+                    inner = "!file_write " + json.dumps({"path": "sub.txt", "content": "x"})
+                    await post(client, "!subagent_spawn " + json.dumps({"task_name": "held", "message": inner}))
+                    for _ in range(600):  # the run asks on its own, after the spawn's reply (or before it)
+                        if waiting := (await client.get("/api/approvals")).json()["approvals"]:
+                            break
+                        await asyncio.sleep(0.1)
+                    [question] = waiting
+                    assert question["task"] == "held" and question["text"].startswith("The subagent 'held'")
+                    approved = await post(client, f"/approve {question['id']}")
+                    assert approved["reply"]["text"] == "Approved: file_write runs now."
+                    assert approved["unblocked"]["task"] == "held"
+                    assert approved["unblocked"]["text"].startswith("The tool answered: ")
+                    assert (home / "workspace" / "sub.txt").read_text(encoding="utf-8") == "x"
                 assert await stop(serve) == 0

@@ -56,6 +56,7 @@ class ApprovalScope:
     allowed: frozenset[str] = frozenset()
     ask_in: ChatRef | None = None
     asker: str | None = None
+    task: str | None = None  # the spawned run's task: its answer is what an approval unblocks (`questions`)
 
 
 PERSON_PRESENT = ApprovalScope(ask=True)
@@ -85,6 +86,7 @@ class _Pending:
     after: str | None = None  # "answer"/"restart": asked with no message of the person's since their answer/the start
     noted_in: ChatRef | None = None  # the turn's chat, where the call is noted (a subagent's run), if not `chat`
     asker: str | None = None  # who wants the call when not the chat's own agent (a spawned subagent, decision 525)
+    task: str | None = None  # the spawned run's task, for a subagent's question
     answered_from: ChatRef | None = None  # the chat whose /approve or /deny answered it (another owner's: 525)
     decision: Decision | None = None  # set once it is over
     refused: Decision | None = None  # not run, not by the person's /deny: NO_TERMINAL, UNRECORDED
@@ -174,7 +176,7 @@ class ApprovalGate:
         answer = asyncio.get_running_loop().create_future()
         after = None if (last := self._last_word.get(chat, "restart")) == "message" else last
         pending = _Pending(request_id, chat, call.name, answer, call, monotonic(self._clock), after, turn_chat)
-        pending.asker = scope.asker
+        pending.asker, pending.task = scope.asker, scope.task
         await self.noted.ask(turn_chat, call.id)  # before the question: a kill -9 from here on leaves it never approved
         self._pending[pending.id] = pending
         cut_off = False
@@ -241,6 +243,7 @@ class ApprovalGate:
         waiting = [p for p in self._pending.values() if p.chat == chat and not p.answer.done()]
         return [
             {
+                **({} if p.task is None else {"task": p.task}),  # a subagent's: its run's answer follows (525)
                 "id": p.id,
                 "tool": p.tool,
                 "text": question(

@@ -260,7 +260,7 @@ class SubagentRunner:
         # Nobody answers approval questions in a scheduled run: a held tool runs only if the task allows it.
         # A run spawned from a chat asks that chat's person, as its agent would (decision 525).
         if request.origin == "spawn" and request.inject_into is not None:
-            approval = ApprovalScope(ask=True, ask_in=request.inject_into, asker=f"subagent {name!r}")
+            approval = ApprovalScope(ask=True, ask_in=request.inject_into, asker=f"subagent {name!r}", task=name)
         else:
             approval = ApprovalScope(ask=False, allowed=frozenset(request.allowed_tools))
         turn = Turn(

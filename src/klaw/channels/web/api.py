@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
+from klaw.channels.web.approval_wait import answered_question, took_the_answer, unblocked_reply
 from klaw.channels.web.auth import CSRF_HEADER, SESSION_COOKIE, WebAuth
 from klaw.channels.web.events import EventHub, Subscription
 from klaw.channels.web.markdown import render as render_markdown
@@ -116,6 +117,9 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
                 shown_reply = {"kind": "reply", **reply, "html": render_markdown(reply["text"])}
                 sent_id = message_id_for(backend.chat_id, message.client_id)
                 return {"id": sent_id, "queued": False, "reply": shown_reply, "repeated": True}
+        started = asyncio.get_running_loop().time()
+        # An answer to a question of this chat: the wait covers the reply it unblocks (decision 525)
+        held = await answered_question(message.text, lambda: waiting_approvals(backend)) if wait > 0 else None
         async with backend.hub.subscribe() as answers:  # before submitting: a quick reply is not missed
             try:
                 submitted = await backend.submit(message.text, message.client_id)
@@ -137,7 +141,10 @@ def build_api(backend: WebBackend, auth: WebAuth) -> APIRouter:
             sent: dict[str, Any] = {"id": submitted.id, "queued": submitted.queued}
             if wait > 0:
                 sent["reply"] = await _answer_to(answers, submitted.id, wait)
-        if wait > 0 and sent["reply"] is None:  # say what holds the chat up, if a question does
+            if held is not None and took_the_answer(sent["reply"]):
+                left = wait - (asyncio.get_running_loop().time() - started)
+                sent["unblocked"] = await unblocked_reply(answers, backend.chat_id, held, left)
+        if wait > 0 and (sent["reply"] is None or sent.get("unblocked", {}) is None):  # what holds the chat up
             waiting = await waiting_approvals(backend)
             if waiting:
                 sent["approvals"] = waiting
