@@ -104,9 +104,30 @@ def restore(archive: Path, target: Path, *, progress: Progress | None = None) ->
                 " again into a new folder"
             ) from None
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove_tree(staging)
         raise
     return RestoreReport(target=target, facts=facts, counts=counts)
+
+
+def _remove_tree(top: Path) -> None:
+    """`top` and all it holds, by a stack: shutil.rmtree recurses once per level, and a restored folder 1,100
+    deep raised RecursionError instead of being removed (decision 524). What cannot be removed is left."""
+    stack: list[tuple[str, bool]] = [(str(top), False)]
+    while stack:
+        path, emptied = stack.pop()
+        try:
+            if emptied:
+                os.rmdir(path)
+                continue
+            stack.append((path, True))
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, False))
+                    else:
+                        os.unlink(entry.path)
+        except OSError:
+            continue
 
 
 def _on_disk(member: tarfile.TarInfo) -> int:

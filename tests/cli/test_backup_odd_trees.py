@@ -5,6 +5,7 @@ SIGTERM or SIGHUP left its partial archive and database copies behind (Ctrl-C di
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -149,3 +150,26 @@ def test_a_restore_that_would_fill_the_disk_is_refused_before_writing(tmp_path: 
     assert "the restored home needs about 31." in refused.stderr and "MB to spare" in refused.stderr
     assert re.search(r" has 2\d\.\d MB free: free some space there, or restore onto another disk", refused.stderr)
     assert list(small_disk.iterdir()) == []
+
+
+def test_a_refused_restore_of_a_deep_archive_leaves_nothing(tmp_path: Path) -> None:
+    archive = tmp_path / "deep-bad-db.tgz"
+    with tarfile.open(archive, "w:gz") as packed:
+        for name, data in {"engine.yaml": b"embedder:\n  backend: fake\n  dim: 32\n", "klaw.db": b"x" * 4096}.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o600
+            packed.addfile(info, io.BytesIO(data))
+        for depth in range(1, 1101):
+            folder = tarfile.TarInfo("workspace/" + "/".join(["d"] * depth))
+            folder.type, folder.mode = tarfile.DIRTYPE, 0o700
+            packed.addfile(folder)
+    place = tmp_path / "place"
+    place.mkdir()
+    try:
+        said = klaw_here(tmp_path / "unused", "restore", str(archive), "--home", str(place / "home"))
+        assert said.returncode == 2 and "klaw.db does not open" in " ".join(said.stderr.split()), said.stderr
+        assert "Traceback" not in said.stderr
+        assert list(place.iterdir()) == []  # the hidden folder, 1,100 deep, removed
+    finally:
+        for left in place.iterdir():  # pytest's own clean-up would recurse through it
+            remove_chain(left / "workspace")
