@@ -21,7 +21,8 @@ async def test_a_subagent_spawned_at_the_prompt_asks_there_and_writes_on_yes(tmp
     hold_file_write(home)
     inner = "!file_write " + json.dumps({"path": "sub.txt", "content": "x"})
     async with FakeOpenAiServer(default_reply=stand_in_reply) as model:
-        async with terminal([sys.executable, "-m", "klaw", "chat"], chat_env(home, model.base_url), tmp_path) as term:
+        env = chat_env(home, model.base_url)
+        async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
             await term.wait_for_prompt_after("Type /help for commands", "the greeting and the prompt")
             await term.type_line("!subagent_spawn " + json.dumps({"task_name": "held", "message": inner}))
             screen = await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the subagent's question")
