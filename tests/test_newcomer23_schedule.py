@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 from klaw.engine.clock import ManualClock
+from klaw.engine.runtime import Engine
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
@@ -71,3 +72,116 @@ def test_the_frequency_warning_counts_every_task_not_only_the_one_added(tmp_path
     said = " ".join(third.stderr.split())
     assert "this task runs 720 times a day and the other 2 tasks 384: together 1104 times a day, 77 %" in said, said
     assert "most of them" in said, said
+
+
+def _fake_model(base_url: str) -> dict[str, str]:
+    """engine.yaml's model pointed at the fake server, for the engine `klaw schedule run` starts itself."""
+    return {
+        "KLAW__MODELS__FAKE__BASEURL": base_url,
+        "KLAW__MODELS__FAKE__MAXRETRIES": "0",
+        "KLAW__ROUTING__DEFAULT": "FAKE",
+        "KLAW__EMBEDDER__BACKEND": "fake",
+        "KLAW__EMBEDDER__DIM": "32",
+        "KLAW__SUMMARIZER__ENABLED": "false",
+    }
+
+
+async def test_schedule_remove_and_add_tell_the_running_engine_at_once(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    clock = ManualClock()  # 2026-01-01 09:00:00 UTC
+    async with FakeOpenAiServer() as server:
+        config = engine_config(server.base_url, scheduler={"timezone": "UTC"})
+        engine = await Engine.start(home, config, clock=clock)  # listening on engine.sock, as `klaw serve` is
+        try:
+            scheduler = scheduler_of(engine)
+            added = await asyncio.to_thread(klaw_here, home.root, "schedule", "add", "soon", "--every", "1h", "-m", "x")
+            assert added.returncode == 0 and "The engine running on this home has it." in added.stdout, added
+            assert "within a minute" not in added.stdout
+            await asyncio.to_thread(klaw_here, home.root, "schedule", "remove", "soon")
+            await scheduler.add_task("tea", TaskSchedule.every("1m"), "tea?")
+            server.reply_text("tea time")
+            await run_once(engine, clock, 0)
+            removed = await asyncio.to_thread(klaw_here, home.root, "schedule", "remove", "tea")
+            assert removed.returncode == 0, removed.stderr
+            assert "Removed tea; the engine running on this home will not run it again." in removed.stdout
+            assert "within a minute" not in removed.stdout
+            async with asyncio.timeout(10):
+                await scheduler.wait_asleep()
+                await clock.advance(180)
+                await scheduler.wait_asleep()
+            assert scheduler.runner.completed == 1 and await scheduler.list_tasks() == []
+            again = await asyncio.to_thread(klaw_here, home.root, "schedule", "remove", "tea")
+            assert again.returncode == 1 and "there is no task named 'tea'" in again.stderr, again.stderr
+        finally:
+            await engine.shutdown(timeout_seconds=5)
+    stopped = klaw_here(home.root, "schedule", "add", "later", "--every", "1h", "-m", "x")
+    assert "It runs while an engine runs on this home" in stopped.stdout, stopped.stdout
+    assert "Removed later." in klaw_here(home.root, "schedule", "remove", "later").stdout
+
+
+async def test_schedule_run_runs_a_task_now_through_the_engine_or_in_process(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    clock = ManualClock()
+    async with FakeOpenAiServer() as server:
+        config = engine_config(server.base_url, scheduler={"timezone": "UTC"})
+        engine = await Engine.start(home, config, clock=clock)
+        try:
+            await scheduler_of(engine).add_task("news", TaskSchedule.cron("0 8 * * *"), "What is new?")
+            server.reply_text("nothing new under the sun")
+            ran = await asyncio.to_thread(klaw_here, home.root, "schedule", "run", "news")
+            nope = await asyncio.to_thread(klaw_here, home.root, "schedule", "run", "nope")
+            (task,) = await scheduler_of(engine).list_tasks()
+        finally:
+            await engine.shutdown(timeout_seconds=5)
+        assert ran.returncode == 0, ran.stderr
+        assert "Ran news through the engine running on this home: completed." in ran.stdout, ran.stdout
+        assert "  nothing new under the sun" in ran.stdout, ran.stdout
+        assert task.last_status == "completed" and task.next_run_at is not None and task.next_run_at.hour == 8
+        assert nope.returncode == 1 and "there is no task named 'nope'" in nope.stderr, nope.stderr
+
+        server.reply_text("still nothing new")  # no engine runs now: one is started here for the run
+        here = await asyncio.to_thread(
+            klaw_here, home.root, "schedule", "run", "news", env=_fake_model(server.base_url)
+        )
+    assert here.returncode == 0, here.stderr
+    assert "Ran news in this process (no engine runs on this home): completed." in here.stdout, here.stdout
+    assert "  still nothing new" in here.stdout
+    shown = klaw_here(home.root, "schedule", "runs", "news")
+    assert "nothing new under the sun" in shown.stdout and "still nothing new" in shown.stdout, shown.stdout
+
+
+async def test_a_one_off_task_runs_once_at_its_time_and_is_then_done(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    (home.root / "engine.yaml").write_text("scheduler:\n  timezone: Europe/Berlin\n", encoding="utf-8")
+    past = klaw_here(home.root, "schedule", "add", "old", "--at", "2020-01-01 10:00", "-m", "x")
+    assert past.returncode == 2 and "'2020-01-01 10:00' is 2020-01-01 10:00 (Europe/Berlin), which has passed" in (
+        " ".join(past.stderr.split())
+    ), past.stderr
+    bad = klaw_here(home.root, "schedule", "add", "bad", "--at", "next tuesday", "-m", "x")
+    assert bad.returncode == 2 and "give a date and time as YYYY-MM-DD HH:MM" in bad.stderr, bad.stderr
+    both = klaw_here(home.root, "schedule", "add", "two", "--at", "2030-01-01 10:00", "--every", "1h", "-m", "x")
+    assert both.returncode == 2 and "give exactly one of --cron EXPR, --every INTERVAL or --at" in both.stderr
+    added = klaw_here(home.root, "schedule", "add", "call", "--at", "2030-12-01 17:00", "-m", "Remind me to call")
+    assert added.returncode == 0, added.stderr
+    assert "Added call: once at 2030-12-01 17:00, next run 2030-12-01 17:00:00." in added.stdout, added.stdout
+
+    clock = ManualClock()
+    async with FakeOpenAiServer() as server:
+        config = engine_config(server.base_url, scheduler={"timezone": "Europe/Berlin"})
+        async with engine_on(home, config, clock) as engine:
+            scheduler = scheduler_of(engine)
+            (task,) = await scheduler.list_tasks()
+            assert task.next_run_at is not None and task.next_run_at.hour == 16  # 17:00 in Berlin, in UTC
+            server.reply_text("call your sister")
+            await run_once(engine, clock, 0)
+            (done,) = await scheduler.list_tasks()
+            assert done.next_run_at is None and done.last_status == "completed"
+            async with asyncio.timeout(10):  # a year on: it never runs again
+                for _ in range(3):
+                    await scheduler.wait_asleep()
+                    await clock.advance(365 * 86400 / 3)
+                await scheduler.wait_asleep()
+            assert scheduler.runner.completed == 1
+            listed = await asyncio.to_thread(klaw_here, home.root, "schedule", "list")
+    said = " ".join(listed.stdout.split())
+    assert "once at 2030-12-01 17:00 (done)" in said and "(completed)" in said, said

@@ -82,7 +82,7 @@ def test_the_tools_and_their_schemas() -> None:
     assert registry.names == ("schedule_add", "schedule_list", "schedule_remove", "subagent_spawn")
     add = next(spec for spec in registry.specs() if spec.name == "schedule_add")
     assert add.parameters["required"] == ["name", "message"]
-    assert set(add.parameters["properties"]) == {"name", "message", "cron", "every", "model", "inject_into"}
+    assert set(add.parameters["properties"]) == {"name", "message", "cron", "every", "at", "model", "inject_into"}
 
 
 async def test_schedule_add_reports_to_the_calling_chat_by_default(stub: StubScheduler) -> None:

@@ -1,7 +1,7 @@
 """`klaw schedule list|add|remove|runs`: the scheduled tasks in `scheduler.db`, for the person.
 
-The command edits the file directly, running engine or not: the engine re-reads the table at least
-once a minute, so an added task is picked up within a minute and a removed one stops firing.
+The command edits the file directly when no engine runs; beside a running one, `remove` is asked of it
+(so a removed task never fires again) and `add` tells it to read the file now (decision 526).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, table_console
+from klaw.cli.schedule_engine import NoEngine, ask_engine, run
 from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
@@ -22,15 +23,14 @@ from klaw.terminal_text import visible
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
     from klaw.home import KlawHome
+    from klaw.scheduling.task_store import ScheduledTask
     from klaw.store.records import ChatRef
 
 app = typer.Typer(
     rich_markup_mode="markdown",
-    help="Scheduled tasks: background agent runs on a cron schedule or interval.",
+    help="Scheduled tasks: background agent runs on a cron schedule, an interval, or once at a time.",
     no_args_is_help=True,
 )
-
-PICKUP = "A running engine picks the change up within a minute."
 
 
 @app.command("list")
@@ -68,7 +68,7 @@ def list_tasks() -> None:
         rows.append(
             (
                 task.name,
-                task.schedule.describe(),
+                task.schedule.describe(zone) + (" (done)" if _done(task) else ""),
                 _local(task.next_run_at, zone),
                 last,
                 task.model or "(subagent default)",
@@ -96,6 +96,10 @@ def add(
         str | None, typer.Option("--cron", help="Crontab expression, e.g. '0 8 * * 1-5' (quote it).")
     ] = None,
     every: Annotated[str | None, typer.Option("--every", help="Interval instead of cron: 30m, 2h, 1d.")] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Once, at a time instead: 'YYYY-MM-DD HH:MM' in scheduler.timezone (quote it)."),
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model id from engine.yaml for its runs.")] = None,
     inject_into: Annotated[
         str | None, typer.Option("--inject-into", help="Chat its answers go to: channel:chat_id.")
@@ -112,7 +116,7 @@ def add(
         bool, typer.Option("--new-chat", help="Let --inject-into name a chat that has no messages yet.")
     ] = False,
 ) -> None:
-    """Add a task that runs on a cron schedule (--cron) or at an interval (--every)."""
+    """Add a task that runs on a cron schedule (--cron), at an interval (--every), or once (--at)."""
     from klaw.llm.catalogue import ModelCatalogue
     from klaw.scheduling.names import typed_chat_target, validate_task_name
     from klaw.scheduling.schedules import TaskSchedule, day_share_warning, other_runs
@@ -121,17 +125,20 @@ def add(
 
     home = home_from_env()
     config = load_or_exit(home).config
-    if (cron is None) == (every is None):
-        fail("give exactly one of --cron EXPR or --every INTERVAL")
+    if sum(given is not None for given in (cron, every, at)) != 1:
+        fail("give exactly one of --cron EXPR, --every INTERVAL or --at 'YYYY-MM-DD HH:MM'")
+    zone = scheduler_zone(config.scheduler.timezone)
+    now = datetime.now(UTC)
     try:
         validate_task_name(name)
-        schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
+        if at is not None:
+            schedule = TaskSchedule.at(at, zone, now)
+        else:
+            schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = typed_chat_target(inject_into) if inject_into is not None else None
         if target is not None and not new_chat:
             _stored_chat_or_exit(home, config, target)
         ModelCatalogue.from_config(config).check(model)
-        zone = scheduler_zone(config.scheduler.timezone)
-        now = datetime.now(UTC)
         allowed = tuple(dict.fromkeys(allow_tool or ()))
         not_held = [tool for tool in allowed if tool not in config.tools.approval]
         if not_held:
@@ -154,7 +161,12 @@ def add(
         store.add(task)
     except ValueError as exc:
         fail(str(exc))
-    typer.echo(f"Added {name}: {schedule.describe()}, next run {_local(task.next_run_at, zone)}. {PICKUP}")
+    try:  # the running engine reads the table now, not within a minute (decision 526)
+        ask_engine(home, {"action": "changed"})
+        pickup = " The engine running on this home has it."
+    except NoEngine:
+        pickup = " It runs while an engine runs on this home (`klaw serve`, `klaw engine`, `klaw chat`)."
+    typer.echo(f"Added {name}: {schedule.describe(zone)}, next run {_local(task.next_run_at, zone)}.{pickup}")
     limit = config.scheduler.max_runs_per_day
     others, count = other_runs(((t.name, t.schedule) for t in store.list()), name, now, zone, cap=limit)
     runs = schedule.runs_per_day(now, zone, at_most=limit)
@@ -188,13 +200,27 @@ def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> 
     from klaw.scheduling.task_store import ScheduleStore
 
     home = home_from_env()
+    missing = f"there is no task named {name!r}; `klaw schedule list` shows the tasks"
+    try:  # asked of the running engine: removed between two of its ticks, it never fires again (decision 526)
+        if not ask_engine(home, {"action": "remove", "name": name}).get("removed"):
+            fail(missing, code=1)
+        typer.echo(f"Removed {name}; the engine running on this home will not run it again.")
+        return
+    except NoEngine:
+        pass
     if not home.scheduler_db.exists() or not ScheduleStore(home.scheduler_db).remove(name):
-        fail(f"there is no task named {name!r}; `klaw schedule list` shows the tasks", code=1)
-    typer.echo(f"Removed {name}. {PICKUP}")
+        fail(missing, code=1)
+    typer.echo(f"Removed {name}.")
+
+
+def _done(task: ScheduledTask) -> bool:
+    """A one-off task that ran (or was missed): it never runs again (decision 526)."""
+    return task.schedule.kind == "at" and task.next_run_at is None
 
 
 def _local(moment: datetime | None, zone: tzinfo) -> str:
     return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
+app.command()(run)  # `klaw schedule run NAME` (cli/schedule_engine.py, decision 526)
 app.command()(runs)  # `klaw schedule runs NAME` (cli/schedule_runs.py), listed after the others

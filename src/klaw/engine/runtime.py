@@ -39,6 +39,7 @@ from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.memory_parts import memory_services
 from klaw.engine.processor import Inbound
 from klaw.engine.queries import Answer, EngineQueries, named_chat
+from klaw.engine.schedule_query import schedule_answer
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.socket_file import hold_home
 from klaw.engine.status_query import status_answer
@@ -164,6 +165,7 @@ class Engine:
                     "status": functools.partial(status_answer, parts.commands),  # `klaw status` (decision 510)
                     "nobody_can_answer": functools.partial(_nobody_can_answer, parts),  # a piped chat's question (516)
                     "piped": functools.partial(_piped, parts),  # its questions end when it closes (521)
+                    "schedule": functools.partial(schedule_answer, parts.scheduler),  # `klaw schedule` beside it (526)
                 }
                 if config_file is not None:
                     extra["config_file"] = config_file.answer  # `klaw config check`: does the engine need a restart?

@@ -103,6 +103,9 @@ class Scheduler:
     _asleep: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _stopping: bool = field(default=False, init=False)
     _loop_task: asyncio.Task[None] | None = field(default=None, init=False)
+    # Held by a tick (the table read, then its due tasks fired) and by a removal: a task removed while a tick
+    # has it read is never fired by that tick (`klaw schedule remove` beside this engine, decision 526).
+    _editing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     def __post_init__(self, config: SchedulerConfig) -> None:
         self.zone = scheduler_zone(config.timezone)
@@ -169,9 +172,42 @@ class Scheduler:
         return await asyncio.to_thread(self.store.list)
 
     async def remove_task(self, name: str) -> bool:
-        removed = await asyncio.to_thread(self.store.remove, name)
+        """Remove `name`: once this returns it never fires again (a run under way finishes)."""
+        async with self._editing:
+            removed = await asyncio.to_thread(self.store.remove, name)
         self._poke()
         return removed
+
+    def changed(self) -> None:
+        """scheduler.db was edited by `klaw schedule add` beside this engine: read it now, not within a minute."""
+        self._poke()
+
+    async def run_now(self, name: str) -> RunOutcome:
+        """A run of task `name` now, as a firing runs it (its log, history, chat, allowed tools and last run),
+        its next fire time untouched (`klaw schedule run`, decision 526); the outcome once its answer is handed
+        on for its chat. ValueError in words: no such task, a run of it under way, the daily cap, a stop."""
+        task = await asyncio.to_thread(self.store.get, name)
+        if task is None:
+            raise ValueError(f"there is no task named {name!r}; `klaw schedule list` shows the tasks")
+        if self._stopping:
+            raise ValueError("klaw is shutting down and starts no run; run it again once klaw runs")
+        if self.runner.is_running(name):
+            raise ValueError(f"a run of task {name!r} is under way; `klaw schedule runs {name}` shows it once done")
+        now = self.clock.now()
+        if not self._daily.has_room(now):
+            raise ValueError(
+                f"tasks already ran {self._daily.cap} times in the last 24 hours, the most allowed"
+                " (scheduler.maxRunsPerDay); try again later, or raise it in engine.yaml"
+            )
+        request = SubagentRequest(
+            name, task.message, task.model, task.inject_into, origin="schedule", allowed_tools=task.allowed_tools
+        )
+        try:
+            run = self.runner.spawn(request)
+        except RuntimeError as exc:  # its model removed from engine.yaml, the engine stopping
+            raise ValueError(f"task {name!r} could not start: {exc}") from None
+        self._daily.started(now)
+        return await run
 
     def spawn(
         self,
@@ -214,7 +250,8 @@ class Scheduler:
             await tell_cut_off(self.store, self.runner, cut_off, self.zone)
         while not self._stopping:
             try:
-                wake_at = await self._tick()
+                async with self._editing:
+                    wake_at = await self._tick()
             except Exception as exc:  # a locked or damaged scheduler.db: say so, try again later
                 if (reason := damaged_database(exc)) is not None:  # final: said once, not retried (decision 326)
                     log.error("%s", damaged_words("the scheduler", reason, DAMAGED_SCHEDULER_FIX))
@@ -240,6 +277,8 @@ class Scheduler:
         soonest = now + timedelta(seconds=RELOAD_SECONDS)
         for task in await asyncio.to_thread(self.store.list):
             due = task.next_run_at
+            if due is None and task.schedule.kind == "at":
+                continue  # a one-off task that ran (or was missed): done (decision 526)
             if due is not None and task.schedule.kind == "every" and due - now > task.schedule.interval:
                 # The wall clock was set back past it: an interval is elapsed time, not a date (decision 466).
                 due = task.schedule.next_after(now, anchor=task.created_at, zone=self.zone)

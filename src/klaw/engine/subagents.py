@@ -115,6 +115,7 @@ class RunOutcome:
     delivered: bool
     reason: str = ""  # a failed run's, in words (its model refused, …): `klaw schedule list|runs` (decision 510)
     denied: tuple[str, ...] = ()  # the held tools it called and was refused: nobody is asked in a run (decision 526)
+    answer: str = ""  # its final answer, for `klaw schedule run` to show (decision 526)
 
 
 class TaskBusy(KlawError, ValueError):
@@ -287,12 +288,12 @@ class SubagentRunner:
         status = RunStatus.TOOL_LIMIT if result.status is ExchangeStatus.TOOL_LIMIT else RunStatus.COMPLETED
         denied = tuple(dict.fromkeys(result.tool_names[at] for at, why in result.not_run if why == DENIED))
         if is_silent(result.text):
-            return RunOutcome(name, RunStatus.SILENT, delivered=False, denied=denied), None
+            return RunOutcome(name, RunStatus.SILENT, delivered=False, denied=denied, answer=result.text), None
         if target is None:
-            return RunOutcome(name, status, delivered=False, denied=denied), None
+            return RunOutcome(name, status, delivered=False, denied=denied, answer=result.text), None
         once = None if sink.final is None else (answer_id(sink.final), sink.final.created_at)
         answer = WaitingAnswer(target, result.text, run_answer_metadata(name, request.origin), once)
-        return RunOutcome(name, status, delivered=True, denied=denied), answer  # delivered: handed on for its chat
+        return RunOutcome(name, status, True, denied=denied, answer=result.text), answer  # delivered: handed on
 
     def final(self, chat: ChatRef, text: str, status: str) -> MessageRecord:
         """A run's last record: what ends a run in the task's log (memory/subagent_history.py)."""

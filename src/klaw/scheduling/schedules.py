@@ -25,7 +25,7 @@ from cronsim import CronSim, CronSimError
 from klaw.ascii_digits import digits
 from klaw.errors import KlawError
 
-ScheduleKind = Literal["cron", "every"]
+ScheduleKind = Literal["cron", "every", "at"]
 MIN_INTERVAL_SECONDS = 60
 MAX_INTERVAL_SECONDS = 3650 * 86400
 """Ten years: longer is no schedule a person means, and is kept far from the dates
@@ -99,12 +99,35 @@ class TaskSchedule:
         return cls("every", str(seconds))
 
     @classmethod
+    def at(cls, text: str, zone: tzinfo, now: datetime) -> TaskSchedule:
+        """Once, at `text` ("2026-12-01 17:00", read in `zone`, or ISO 8601 with its own offset), after `now`:
+        a one-off task, which runs once and is then done (newcomer23: a yearly cron stood in for it, decision 526)."""
+        try:
+            moment = datetime.fromisoformat(" ".join(text.split()))
+        except ValueError:
+            raise InvalidSchedule(
+                f"invalid time {_clip(text)!r}: give a date and time as YYYY-MM-DD HH:MM, e.g. '2026-12-01 17:00'"
+                " (the scheduler's time zone), or with an offset, '2026-12-01T17:00+01:00'"
+            ) from None
+        moment = (moment.replace(tzinfo=zone) if moment.tzinfo is None else moment).astimezone(UTC)
+        if moment <= now:
+            raise InvalidSchedule(
+                f"{_clip(text)!r} is {moment.astimezone(zone):%Y-%m-%d %H:%M} ({zone}), which has passed; a one-off"
+                " time is in the future"
+            )
+        if moment - now > timedelta(seconds=MAX_INTERVAL_SECONDS):
+            raise InvalidSchedule(f"{_clip(text)!r} is more than ten years away; give a nearer time")
+        return cls("at", str(int(moment.timestamp())))
+
+    @classmethod
     def stored(cls, kind: str, expression: str) -> TaskSchedule:
         """A schedule as scheduler.db keeps it (validated again: the file may have been edited)."""
         if kind == "cron":
             return cls.cron(expression)
         if kind == "every" and digits(expression):
             return cls.every(f"{expression}s")
+        if kind == "at" and digits(expression) and len(expression) <= 11:
+            return cls("at", expression)
         raise InvalidSchedule(f"unknown schedule {kind!r} {expression!r}")
 
     @property
@@ -113,9 +136,18 @@ class TaskSchedule:
             raise ValueError("a cron schedule has no fixed interval")
         return timedelta(seconds=int(self.expression))
 
-    def describe(self) -> str:
+    @property
+    def moment(self) -> datetime:
+        """A one-off task's time (UTC)."""
+        if self.kind != "at":
+            raise ValueError("only a one-off schedule has one time")
+        return datetime.fromtimestamp(int(self.expression), UTC)
+
+    def describe(self, zone: tzinfo = UTC) -> str:
         if self.kind == "cron":
             return f"cron '{self.expression}'"
+        if self.kind == "at":
+            return f"once at {self.moment.astimezone(zone):%Y-%m-%d %H:%M}"
         return f"every {format_interval(int(self.expression))}"
 
     def first_fire(self, created_at: datetime, zone: tzinfo) -> datetime | None:
@@ -135,6 +167,8 @@ class TaskSchedule:
             interval = self.interval
             first = anchor + interval
             return first + ((moment - first) // interval + 1) * interval
+        if self.kind == "at":  # once: none after it (done)
+            return self.moment if self.moment > moment else None
         try:
             fire = next(CronSim(self.expression, moment.astimezone(zone)))
         except StopIteration:
@@ -147,6 +181,8 @@ class TaskSchedule:
         if self.kind == "every":
             return min(-(-86_400 // int(self.expression)), at_most + 1)
         end = start + timedelta(days=1)
+        if self.kind == "at":
+            return int(start <= self.moment <= end)
         count = 0
         for fire in CronSim(self.expression, start.astimezone(zone)):
             if fire > end or count > at_most:
@@ -162,6 +198,8 @@ class TaskSchedule:
             if moment < first:
                 return None
             return first + ((moment - first) // interval) * interval
+        if self.kind == "at":
+            return self.moment if self.moment <= moment else None
         # cronsim's reverse iteration starts one second before its start: start a second after `moment`.
         start = moment.replace(microsecond=0) + timedelta(seconds=1)
         try:

@@ -28,11 +28,11 @@ from klaw.store.records import ChatRef, from_millis, to_millis
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     name TEXT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('cron', 'every')),
+    kind TEXT NOT NULL CHECK (kind IN ('cron', 'every', 'at')),
     expression TEXT NOT NULL,
     message TEXT NOT NULL,
     model TEXT,
@@ -74,6 +74,14 @@ _MIGRATE_TO_4 = (
 # it could not start), in words, for `klaw schedule list` and `runs`; a table of its own, made when missing,
 # so the schema's version (and an older klaw reading the file) is untouched (decision 510).
 _NOTES = "CREATE TABLE IF NOT EXISTS task_notes (name TEXT PRIMARY KEY, at INTEGER NOT NULL, note TEXT NOT NULL)"
+# Version 5: `at`, a one-off task (its time in epoch seconds): the kind's CHECK is the table's, so the table is
+# made again with it and the rows copied (decision 526).
+_MIGRATE_TO_5 = (
+    "ALTER TABLE tasks RENAME TO tasks_4",
+    _SCHEMA,
+    "INSERT INTO tasks SELECT * FROM tasks_4",
+    "DROP TABLE tasks_4",
+)
 _RUN_COLUMNS = "log_name, task, origin, inject_into, started_at, answer_id, answer, answered_at"
 _COLUMNS = (
     "name, kind, expression, message, model, inject_into, created_at, next_run_at, last_run_at, last_status,"
@@ -141,7 +149,8 @@ class ScheduleStore:
             existed = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tasks'").fetchone() is not None
             if existed and version < 2:
                 connection.execute(_MIGRATE_TO_2)
-            connection.execute(_SCHEMA)
+            for statement in _MIGRATE_TO_5 if existed and version < 5 else (_SCHEMA,):
+                connection.execute(statement)
             had_runs = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is not None
             for statement in _MIGRATE_TO_4 if had_runs and version < 4 else (_RUNS,):
                 connection.execute(statement)

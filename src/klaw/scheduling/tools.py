@@ -35,6 +35,7 @@ NO_CHAT = "none"
 _DEFAULT_MODEL = "Default: the subagent model"
 _CRON = "minute hour day month weekday, e.g. '0 8 * * 1-5'"
 _EVERY = "e.g. '30m', '2h', '1d'"
+_AT = "Once: 'YYYY-MM-DD HH:MM'"
 _INJECT_INTO = "Chat for answers, channel:chat_id; default this one; 'none': logged only"
 
 TaskName = Annotated[
@@ -140,10 +141,19 @@ def register_scheduler_tools(
         model: str | None,
         inject_into: str | None,
         allow_tools: list[str] | None,
+        at: str | None = None,
     ) -> dict[str, Any]:
-        if (cron is None) == (every is None):
-            raise ToolRefusal("give exactly one of cron (a crontab expression) or every (an interval such as 30m)")
-        schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
+        if sum(given is not None for given in (cron, every, at)) != 1:
+            raise ToolRefusal(
+                "give exactly one of cron (a crontab expression), every (an interval such as 30m) or at (a time,"
+                " once: 'YYYY-MM-DD HH:MM')"
+            )
+        clock = context.extras.get("clock")  # the engine's time when it gives it (tests move it)
+        now = clock.now() if clock is not None else datetime.now(UTC)
+        if at is not None:
+            schedule = TaskSchedule.at(at, scheduler.zone, now)
+        else:
+            schedule = TaskSchedule.cron(cron) if cron is not None else TaskSchedule.every(every or "")
         target = _target(context, inject_into)
         if target is not None and target != context.chat and (problem := target_problem(target)) is not None:
             raise ToolRefusal(f"inject_into: {problem}")
@@ -154,9 +164,8 @@ def register_scheduler_tools(
                 f"allow_tools names {not_held[0]!r}, which needs no approval (held tools:"
                 f" {', '.join(sorted(held_tools)) or 'none'}); leave it out"
             )
-        clock = context.extras.get("clock")  # the engine's time when it gives it (tests move it)
         async with adding:  # the calls of one round run concurrently: each must see the others' tasks
-            before = await check_limits(schedule, clock.now() if clock is not None else datetime.now(UTC))
+            before = await check_limits(schedule, now)
             task = await scheduler.add_task(
                 name, schedule, message, model=model, inject_into=target, allowed_tools=allowed
             )
@@ -175,12 +184,13 @@ def register_scheduler_tools(
         message: Annotated[str, Field(description="What each run is told")],
         cron: Annotated[str | None, Field(description=_CRON)] = None,
         every: Annotated[str | None, Field(description=_EVERY)] = None,
+        at: Annotated[str | None, Field(description=_AT)] = None,
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
         inject_into: Annotated[str | None, Field(description=_INJECT_INTO)] = None,
     ) -> dict[str, Any]:
-        """Schedule a background agent's recurring task by cron (scheduler's time zone) or every. A run sees
+        """Schedule a background agent's task by cron or at (scheduler's time zone) or every. A run sees
         earlier runs; its answer is sent unless exactly {"silent": true}."""
-        return await add(context, name, message, cron, every, model, inject_into, None)
+        return await add(context, name, message, cron, every, model, inject_into, None, at)
 
     # With tools held for approval, schedule_add may name those its runs use unasked (the call itself is
     # then held: asks_for_more_than_its_chat); without, the parameter is not offered (its schema costs tokens).
@@ -190,6 +200,7 @@ def register_scheduler_tools(
         message: Annotated[str, Field(description="What each run is told")],
         cron: Annotated[str | None, Field(description=_CRON)] = None,
         every: Annotated[str | None, Field(description=_EVERY)] = None,
+        at: Annotated[str | None, Field(description=_AT)] = None,
         model: Annotated[str | None, Field(description=_DEFAULT_MODEL)] = None,
         inject_into: Annotated[str | None, Field(description=_INJECT_INTO)] = None,
         allow_tools: Annotated[
@@ -197,7 +208,7 @@ def register_scheduler_tools(
             Field(description="Held tools its runs may use unasked (asked of the person first)"),
         ] = None,
     ) -> dict[str, Any]:
-        return await add(context, name, message, cron, every, model, inject_into, allow_tools)
+        return await add(context, name, message, cron, every, model, inject_into, allow_tools, at)
 
     async def schedule_list() -> list[dict[str, Any]]:
         """List scheduled tasks: schedule, next and last run, model, target chat."""
@@ -247,7 +258,8 @@ def _target(context: ToolContext, inject_into: str | None) -> ChatRef | None:
 def _describe(task: ScheduledTask, zone: tzinfo) -> dict[str, Any]:
     return {
         "name": task.name,
-        "schedule": task.schedule.describe(),
+        "schedule": task.schedule.describe(zone)
+        + (" (done)" if task.schedule.kind == "at" and not task.next_run_at else ""),
         "message": task.message,
         "model": task.model or "(subagent default)",
         "reports_to": str(task.inject_into) if task.inject_into else "(only logged)",
