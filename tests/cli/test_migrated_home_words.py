@@ -63,7 +63,9 @@ def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does
     home, env, _ = _moved(tmp_path, postgres_server)
     person = {**env, "LOGNAME": "me", "USER": "me"}  # the console chat of a_home's records: console:me
 
-    typed = klaw(home, "chat", "--skip-check", env=person, stdin="/forget segment 1\n")
+    typed = klaw(
+        home, "chat", "--skip-check", env=person, stdin="/forget segment 1 confirm\n"
+    )  # asked first without it (526)
 
     said = _said(typed.stdout)
     assert typed.returncode == 0, typed.stderr

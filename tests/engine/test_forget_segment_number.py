@@ -42,7 +42,7 @@ async def test_forget_segment_number_takes_the_pages_number_and_names_what_the_c
             "Cannot forget: which segment? Give its number: /forget segment number N (the Memory tab and"
             " `klaw memory list` show the numbers)."
         )
-        answer = await command(h, "/forget segment number 1")
+        answer = await command(h, "/forget segment number 1 confirm")  # asked first without it (decision 526)
         assert answer.startswith(f"Forgot segment 1 (id {first.id}): "), answer  # the number typed, and the id
         assert await command(h, "/forget segment number 1") == (
             f"Cannot forget: segment 1 (id {first.id}) holds nothing left to forget."

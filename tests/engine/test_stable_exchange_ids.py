@@ -82,12 +82,12 @@ async def test_segment_ids_survive_forgetting_a_segment_and_reindex(tmp_path: Pa
             await command(h, "/new")
         segments = {s.id: s for s in await h.engine.chats.sessions(CHAT)}
         assert sorted(segments) == [1, 2, 3, 4]
-        assert "Forgot segment 2" in await command(h, "/forget segment 2")
+        assert "Forgot segment 2" in await command(h, "/forget segment 2 confirm")
     h.home.config_file.write_text("embedder:\n  backend: fake\n  dim: 32\nsummarizer:\n  enabled: false\n")
     await klaw(h.home, "reindex")
     async with running_engine(tmp_path) as h:
         assert await exchanges_by_id(h) == {1: SAID[0], 3: SAID[2]}
         # the third message is still in segment 3
         assert [turn.id for turn in await h.engine.chats.turns(CHAT, session=3)] == [3]
-        assert "Forgot segment 3" in await command(h, "/forget segment 3")
+        assert "Forgot segment 3" in await command(h, "/forget segment 3 confirm")
         assert await exchanges_by_id(h) == {1: SAID[0]}

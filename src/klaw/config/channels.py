@@ -162,7 +162,11 @@ def _default_commands() -> tuple[CommandConfig, ...]:
             ("model", "Show or switch this chat's model: /model [id]"),
             ("models", "List configured models and their context budgets"),
             ("memory", "Show core memory and saved memories"),
-            ("forget", "Erase for good: /forget last | exchange ID | segment ID | segment number N | memory ID"),
+            (
+                "forget",
+                "Erase for good: /forget last | exchange ID | segment ID | segment number N | memory ID"
+                " (a segment asks first: + confirm)",
+            ),
             ("status", "Uptime, model, segment start, queue depth"),
             ("context", "What went into the last turn's context"),
             ("tools", "The tools this chat's model is offered, and those missing and why"),

@@ -18,7 +18,7 @@ from klaw.config import CommandConfig
 from klaw.disk_trouble import disk_trouble
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
-from klaw.engine.forget_typed import forget_target
+from klaw.engine.forget_typed import confirmed, forget_target, question_first
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.processor import MessageProcessor
@@ -111,8 +111,7 @@ class CommandHandler:
         return name.lower().lstrip("/") in self._handlers
 
     async def handle(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> str:
-        """Run a command. `command_id` is the id a gateway gave it: a command replayed after a lost
-        acknowledgement then changes nothing twice (`/new` does not close two segments)."""
+        """Run a command; `command_id`, its gateway's: replayed, it changes nothing twice (not two `/new`s)."""
         return (await self.answer(chat, name, args, command_id)).text
 
     async def answer(self, chat: ChatRef, name: str, args: str = "", command_id: str | None = None) -> CommandAnswer:
@@ -131,8 +130,7 @@ class CommandHandler:
             _command_id.reset(token)
 
     async def _new(self, chat: ChatRef, args: str) -> str:
-        """A new segment. Words after `/new` are not a message (a command never reaches the model), so
-        the reply says they were not sent rather than dropping them unseen."""
+        """A new segment. Words after `/new` are not a message (no command reaches the model): said, not dropped."""
         await self.sessions.new_segment(chat, record_id=_command_id.get())
         started = (
             "Started a new conversation. Recent messages are out of my window now; core memory, "
@@ -229,10 +227,13 @@ class CommandHandler:
         record_id = _command_id.get()
         if await self.forgetting.already_done(record_id):
             return CommandAnswer("Already forgotten.", erased=True)
+        args, sure = confirmed(args)  # a segment of more than one message is asked about first (decision 526)
         # `last` with a message under way is that message's exchange, which may not exist before it is stopped
         if not (args.lower().split() == ["last"] and self.processor.has_under_way(chat)):
             try:
-                await self.forgetting.plan(*await forget_target(self.forgetting, chat, args), chat)
+                plan = await self.forgetting.plan(*await forget_target(self.forgetting, chat, args), chat)
+                if not sure and (question := await question_first(forgetting, chat, args, plan)) is not None:
+                    return CommandAnswer(question)
             except ForgetError as exc:
                 return CommandAnswer(f"Cannot forget: {exc}.")
         try:  # again, with the turn stopped: `last` is now the exchange of the last message sent
