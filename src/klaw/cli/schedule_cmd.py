@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, table_console
-from klaw.cli.schedule_engine import NoEngine, ask_engine, run
+from klaw.cli.schedule_engine import NoEngine, NotTold, ask_engine, run
 from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
@@ -162,8 +162,10 @@ def add(
     except ValueError as exc:
         fail(str(exc))
     try:  # the running engine reads the table now, not within a minute (decision 526)
-        ask_engine(home, {"action": "changed"})
+        ask_engine(home, {"action": "changed"}, quiet=True)
         pickup = " The engine running on this home has it."
+    except NotTold:
+        pickup = " The engine running on this home did not answer now; it reads the table within a minute."
     except NoEngine:
         pickup = " It runs while an engine runs on this home (`klaw serve`, `klaw engine`, `klaw chat`)."
     typer.echo(f"Added {name}: {schedule.describe(zone)}, next run {_local(task.next_run_at, zone)}.{pickup}")

@@ -30,8 +30,15 @@ class NoEngine(Exception):
     """No engine answers on the home's socket (or one too old to know the query): the command does it itself."""
 
 
-def ask_engine(home: KlawHome, params: dict[str, Any], timeout_seconds: float = QUICK_SECONDS) -> dict[str, Any]:
-    """The engine's answer to one `schedule` query; NoEngine when none answers; a refusal exits 1 in its words."""
+class NotTold(NoEngine):
+    """`quiet`: an engine runs but did not answer (busy, refusing): what was to be told is left to its next look."""
+
+
+def ask_engine(
+    home: KlawHome, params: dict[str, Any], timeout_seconds: float = QUICK_SECONDS, *, quiet: bool = False
+) -> dict[str, Any]:
+    """The engine's answer to one `schedule` query; NoEngine when none answers; a refusal exits 1 in its words,
+    or, `quiet` (a note after the work is done: `add`'s), is NotTold."""
     from klaw.engine.frames import QueryFrame
     from klaw.engine.one_query import EngineRefused, ask
     from klaw.engine_presence import engine_answers
@@ -47,13 +54,19 @@ def ask_engine(home: KlawHome, params: dict[str, Any], timeout_seconds: float = 
     try:
         error, data = asyncio.run(query())
     except EngineRefused as exc:
+        if quiet:
+            raise NotTold from exc
         fail(f"the engine running on {home.root} refused the connection: {exc}", code=1)
     except (OSError, EOFError, TimeoutError) as exc:
+        if quiet:
+            raise NotTold from exc
         fail(f"an engine is running on {home.root} but did not answer on {home.socket_path} ({type(exc).__name__});"
              " try again", code=1)  # fmt: skip
     if error is not None:
         if error.startswith("unknown query"):  # an engine older than this command
             raise NoEngine
+        if quiet:
+            raise NotTold
         fail(error, code=1)
     return data if isinstance(data, dict) else {}
 
