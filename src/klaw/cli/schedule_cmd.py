@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, table_console
-from klaw.cli.schedule_engine import NoEngine, NotTold, ask_engine, run
+from klaw.cli.schedule_engine import NOT_TOLD, ask_engine, run
 from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
@@ -161,13 +161,13 @@ def add(
         store.add(task)
     except ValueError as exc:
         fail(str(exc))
-    try:  # the running engine reads the table now, not within a minute (decision 526)
-        ask_engine(home, {"action": "changed"}, quiet=True)
-        pickup = " The engine running on this home has it."
-    except NotTold:
-        pickup = " The engine running on this home did not answer now; it reads the table within a minute."
-    except NoEngine:
+    told = ask_engine(home, {"action": "changed"}, quiet=True)  # read now, not within a minute (decision 526)
+    if told is None:
         pickup = " It runs while an engine runs on this home (`klaw serve`, `klaw engine`, `klaw chat`)."
+    elif told is NOT_TOLD:
+        pickup = " The engine running on this home did not answer now; it reads the table within a minute."
+    else:
+        pickup = " The engine running on this home has it."
     typer.echo(f"Added {name}: {schedule.describe(zone)}, next run {_local(task.next_run_at, zone)}.{pickup}")
     limit = config.scheduler.max_runs_per_day
     others, count = other_runs(((t.name, t.schedule) for t in store.list()), name, now, zone, cap=limit)
@@ -203,13 +203,12 @@ def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> 
 
     home = home_from_env()
     missing = f"there is no task named {name!r}; `klaw schedule list` shows the tasks"
-    try:  # asked of the running engine: removed between two of its ticks, it never fires again (decision 526)
-        if not ask_engine(home, {"action": "remove", "name": name}).get("removed"):
+    # Asked of the running engine: removed between two of its ticks, it never fires again (decision 526).
+    if (said := ask_engine(home, {"action": "remove", "name": name})) is not None:
+        if not said.get("removed"):
             fail(missing, code=1)
         typer.echo(f"Removed {name}; the engine running on this home will not run it again.")
         return
-    except NoEngine:
-        pass
     if not home.scheduler_db.exists() or not ScheduleStore(home.scheduler_db).remove(name):
         fail(missing, code=1)
     typer.echo(f"Removed {name}.")

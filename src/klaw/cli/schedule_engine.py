@@ -26,47 +26,48 @@ RUN_SECONDS = 3600.0  # a run: its model calls and tools, bounded by the engine'
 _ids = itertools.count(1)
 
 
-class NoEngine(Exception):
-    """No engine answers on the home's socket (or one too old to know the query): the command does it itself."""
-
-
-class NotTold(NoEngine):
-    """`quiet`: an engine runs but did not answer (busy, refusing): what was to be told is left to its next look."""
+NOT_TOLD: dict[str, Any] = {"not_told": True}
+"""`ask_engine(quiet=True)`'s answer when an engine runs but did not answer (busy, refusing): what was to be
+told is left to its next look."""
 
 
 def ask_engine(
     home: KlawHome, params: dict[str, Any], timeout_seconds: float = QUICK_SECONDS, *, quiet: bool = False
-) -> dict[str, Any]:
-    """The engine's answer to one `schedule` query; NoEngine when none answers; a refusal exits 1 in its words,
-    or, `quiet` (a note after the work is done: `add`'s), is NotTold."""
+) -> dict[str, Any] | None:
+    """The engine's answer to one `schedule` query; None when no engine answers (or one too old to know the query:
+    the command does it itself); a refusal exits 1 in its words, or, `quiet` (a note after the work is done:
+    `add`'s), is `NOT_TOLD`."""
     from klaw.engine.frames import QueryFrame
     from klaw.engine.one_query import EngineRefused, ask
     from klaw.engine_presence import engine_answers
 
-    async def query() -> tuple[str | None, Any]:
+    async def query() -> tuple[str | None, Any] | None:
         if not await engine_answers(home.socket_path):
-            raise NoEngine
+            return None
         frame = await ask(
             home.socket_path, QueryFrame(id=f"schedule-{next(_ids)}", query="schedule", params=params), timeout_seconds
         )
         return frame.error, frame.data
 
     try:
-        error, data = asyncio.run(query())
+        answered = asyncio.run(query())
     except EngineRefused as exc:
         if quiet:
-            raise NotTold from exc
+            return NOT_TOLD
         fail(f"the engine running on {home.root} refused the connection: {exc}", code=1)
     except (OSError, EOFError, TimeoutError) as exc:
         if quiet:
-            raise NotTold from exc
+            return NOT_TOLD
         fail(f"an engine is running on {home.root} but did not answer on {home.socket_path} ({type(exc).__name__});"
              " try again", code=1)  # fmt: skip
+    if answered is None:
+        return None
+    error, data = answered
     if error is not None:
         if error.startswith("unknown query"):  # an engine older than this command
-            raise NoEngine
+            return None
         if quiet:
-            raise NotTold
+            return NOT_TOLD
         fail(error, code=1)
     return data if isinstance(data, dict) else {}
 
@@ -75,10 +76,9 @@ def run(name: Annotated[str, typer.Argument(help="The task to run now.")]) -> No
     """Run a task now, once, as its schedule would (its chat gets the answer); its next run is unchanged."""
     home = home_from_env()
     loaded = load_or_exit(home)
-    try:
-        said = ask_engine(home, {"action": "run", "name": name}, RUN_SECONDS)
-        where = "through the engine running on this home"
-    except NoEngine:
+    said = ask_engine(home, {"action": "run", "name": name}, RUN_SECONDS)
+    where = "through the engine running on this home"
+    if said is None:
         said = asyncio.run(_run_here(home, loaded, name))
         where = "in this process (no engine runs on this home)"
     status = str(said.get("status", ""))
