@@ -21,7 +21,9 @@ async def press_ctrl_c(term: Terminal) -> None:
 async def ctrl_c_while_the_tool_runs(term: Terminal, model: FakeOpenAiServer) -> None:
     """Send LONG_THING and press Ctrl-C once its tool runs (the model asked once, the waiting line shown)."""
     await term.type_line(LONG_THING)
-    await term.wait_for(lambda s: "thinking" in s and len(model.chat_requests) == 1, "the tool running")
+    await term.wait_for(  # the spinner names the tool once it runs (decision 527)
+        lambda s: ("thinking" in s or "running code_execute" in s) and len(model.chat_requests) == 1, "the tool running"
+    )
     await press_ctrl_c(term)
 
 

@@ -270,7 +270,8 @@ class ConsoleChannel:
         timeout = self._engine.config.model(model).timeout_seconds
         while True:
             with self._console.status("thinking…", spinner="dots") as status, self._keys.watching():
-                ticker = asyncio.create_task(count_up(status, model, timeout))
+                doing = functools.partial(self._engine.tools.running_in, chat)
+                ticker = asyncio.create_task(count_up(status, model, timeout, doing=doing))
                 try:
                     with self._ctrl_c.cancels(functools.partial(self._cancel_turn, chat, status, ticker)):
                         reply = await self._next_reply_to(result.message_id)

@@ -26,7 +26,7 @@ from rich.text import Text
 from klaw.channels.console import CONSOLE_CHANNEL, LEAVING_HELP, show_reply
 from klaw.channels.console_cancel import ChatCtrlC, start_cancelling
 from klaw.channels.console_prompt import approves, ask_approval, ctrl_c_clears_a_typed_line, next_message
-from klaw.channels.console_waiting import TICK_SECONDS, waiting_text
+from klaw.channels.console_waiting import TICK_SECONDS, AskedDoing, waiting_text
 from klaw.command_syntax import parse_command
 from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame
 from klaw.gateway.buffer import BufferUnavailable
@@ -310,10 +310,13 @@ class AttachedConsole:
     async def _count_up(self, status: Status) -> None:
         """The spinner's words: the model's wait, or "waiting for the engine" while it is down."""
         started = time.monotonic()
+        doing = AskedDoing(self.gateway.query, {"channel": CONSOLE_CHANNEL, "chat_id": self._chat_id})
         while True:
             await asyncio.sleep(TICK_SECONDS)
             if self.gateway.link.connected.is_set():
-                status.update(waiting_text(time.monotonic() - started, self._model_id, self._timeout))
+                await doing.refresh()  # a tool under way is named, not the model (decision 527)
+                at = time.monotonic()
+                status.update(waiting_text(at - started, self._model_id, self._timeout, doing.now, at))
             else:
                 status.update(ENGINE_DOWN)
 

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -166,6 +167,7 @@ class Engine:
                     "nobody_can_answer": functools.partial(_nobody_can_answer, parts),  # a piped chat's question (516)
                     "piped": functools.partial(_piped, parts),  # its questions end when it closes (521)
                     "schedule": functools.partial(schedule_answer, parts.scheduler),  # `klaw schedule` beside it (526)
+                    "running_tool": functools.partial(_running_tool, parts),  # an attached terminal's spinner (527)
                 }
                 if config_file is not None:
                     extra["config_file"] = config_file.answer  # `klaw config check`: does the engine need a restart?
@@ -316,6 +318,16 @@ async def _piped(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any]:
     under_way = functools.partial(parts.processor.has_under_way, chat)
     connection.on_close.append(functools.partial(parts.approvals.pipe_left, chat, before, under_way))
     return {"noted": True}
+
+
+async def _running_tool(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `running_tool` query: the oldest tool call under way in the chat's turn, with its own limit, so an
+    attached terminal's spinner names it instead of the model (decision 527); `tool` None when none runs."""
+    call = parts.tools.running_in(named_chat(params))
+    if call is None or not call.running:
+        return {"tool": None}
+    seconds = time.monotonic() - call.started
+    return {"tool": call.name, "seconds": seconds, "limit_seconds": call.limit_seconds, "limit_words": call.limit_words}
 
 
 async def _finish(task: asyncio.Task[None]) -> None:

@@ -21,8 +21,9 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from klaw.errors import KlawError
 from klaw.llm.messages import ToolCall
+from klaw.store.records import ChatRef
 from klaw.strict_json import as_text
-from klaw.tools.running_call import tool_call_of
+from klaw.tools.running_call import RunningCall, tool_call_of
 from klaw.tools.schema import BadArguments, ToolContext, ToolDefinition
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,12 @@ class CallRunner:
             raise ValueError("max_result_chars must be at least 1")
         self._timeout = timeout_seconds
         self._max_chars = max_result_chars
+        self._running: dict[ChatRef, list[RunningCall]] = {}  # per chat, the calls under way, oldest first
+
+    def running_in(self, chat: ChatRef) -> RunningCall | None:
+        """The oldest tool call under way in `chat`'s turn, if any (a console's spinner names it)."""
+        calls = self._running.get(chat)
+        return calls[0] if calls else None
 
     async def run(self, tool: ToolDefinition, call: ToolCall, context: ToolContext) -> ToolResult:
         """Run one call of `tool`. Every problem on the tool's or the model's side becomes an error result."""
@@ -73,8 +80,16 @@ class CallRunner:
             return self.error(call, str(exc))
         try:
             async with asyncio.timeout(self._timeout) as deadline:
-                with tool_call_of(context.chat):  # the library refuses an ask of this chat from inside it
-                    value = await tool.call(kwargs, context)
+                # The library refuses an ask of this chat from inside it; a console names the call while it runs.
+                with tool_call_of(context.chat, call.name, self._timeout) as running:
+                    calls = self._running.setdefault(context.chat, [])
+                    calls.append(running)
+                    try:
+                        value = await tool.call(kwargs, context)
+                    finally:
+                        calls.remove(running)
+                        if not calls and self._running.get(context.chat) is calls:
+                            del self._running[context.chat]
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own timeout (an HTTP call, say), not ours
                 return self._failed(call, exc)

@@ -12,7 +12,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from klaw.llm.messages import ToolCall, ToolSpec
+from klaw.store.records import ChatRef
 from klaw.tools.calls import CallRunner, ToolResult
+from klaw.tools.running_call import RunningCall
 from klaw.tools.schema import (
     BadArguments,
     SchemaToolFunction,
@@ -162,6 +164,10 @@ class ToolRegistry:
         if tool is None:
             return self._missing(call, self._tools)
         return await self._runner.run(tool, call, context)
+
+    def running_in(self, chat: ChatRef) -> RunningCall | None:
+        """The oldest tool call under way in `chat`'s turn (a waiting console names it, decision 527)."""
+        return self._runner.running_in(chat)
 
     def not_offered(self, call: ToolCall, offered: Sequence[str]) -> ToolResult | None:
         """The unknown-tool error for a call to a tool outside `offered` (the tools this run's context

@@ -9,34 +9,48 @@ cleared when the call ends, so a task the tool started and left running is not t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from klaw.store.records import ChatRef
 
 
 @dataclass(slots=True)
-class _Call:
+class RunningCall:
+    """A tool call under way: what a waiting console shows instead of blaming the model (decision 527)."""
+
     chat: ChatRef
+    name: str = ""
+    limit_seconds: float = 0.0  # when it is stopped, counted from `started`
+    limit_words: str = "klaw stops a tool call after"  # "sandbox limit" once the tool names its own
+    started: float = field(default_factory=time.monotonic)
     running: bool = True
 
 
-_current: ContextVar[_Call | None] = ContextVar("klaw_running_tool_call", default=None)
+_current: ContextVar[RunningCall | None] = ContextVar("klaw_running_tool_call", default=None)
 
 
 @contextmanager
-def tool_call_of(chat: ChatRef) -> Iterator[None]:
+def tool_call_of(chat: ChatRef, name: str = "", limit_seconds: float = 0.0) -> Iterator[RunningCall]:
     """Marks the code inside (and tasks and threads it starts, which copy the context) as a tool call of
     `chat`'s turn, until the call ends."""
-    call = _Call(chat)
+    call = RunningCall(chat, name, limit_seconds)
     token = _current.set(call)
     try:
-        yield
+        yield call
     finally:
         call.running = False
         _current.reset(token)
+
+
+def narrow_limit(seconds: float, words: str) -> None:
+    """The running call's own, shorter limit (a sandbox run's wall time), for what a console shows."""
+    call = _current.get()
+    if call is not None and call.running:
+        call.limit_seconds, call.limit_words = seconds, words
 
 
 def running_chat() -> ChatRef | None:

@@ -26,6 +26,7 @@ from klaw.tools.bounded_process import ProcessOutcome
 from klaw.tools.calls import ToolRefusal
 from klaw.tools.disk_room import MIB, DiskRoom, size
 from klaw.tools.registry import ToolRegistry
+from klaw.tools.running_call import narrow_limit
 from klaw.tools.sandbox.backend import Job, SandboxBackend, Unavailable
 from klaw.tools.sandbox.disk_watch import undo, watch
 from klaw.tools.sandbox.run_slots import NoSlot, RunSlots
@@ -61,6 +62,7 @@ def code_execute_tool(
         if "\0" in code:
             raise ToolRefusal("the code holds a NUL character, which no interpreter accepts")
         seconds = min(timeout_seconds or config.timeout_seconds, config.max_timeout_seconds)
+        narrow_limit(seconds, "sandbox limit")  # what a waiting console shows (decision 527)
         private_dirs(context.workspace)
         replaceable = await asyncio.to_thread(_guard_read_only, context.workspace, read_only)
         if replaceable:
