@@ -36,7 +36,10 @@ async def test_a_stored_rag_value_over_a_given_config_is_said_and_reset(
             assert await agent.ask("frank", "/rag reset") == (
                 "No /rag value is set by command: the configuration's values apply (/rag config shows them)."
             )
-            assert (await agent.ask("frank", "/rag reset colour")).startswith("Invalid key. Valid keys: rag_enabled,")
+            assert await agent.ask("frank", "/rag reset colour") == (
+                "Invalid key 'colour'. Valid keys: enabled, conversationLimit, exchangeLimitPerConversation,"
+                " minSimilarity, maxTokens (engine.yaml's rag names)"
+            )
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="klaw"):
         async with Klaw(home, config=given) as agent:

@@ -94,6 +94,24 @@ def skill_not_command(name: str, args: str) -> str:
     )
 
 
-def help_text(commands: Iterable[Described]) -> str:
-    """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each."""
-    return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in commands)
+# What `/help NAME` adds under a command's line (decision 527): the words its line has no room for.
+COMMAND_USAGE = {
+    "rag": (
+        "Keys for /rag set and /rag reset (engine.yaml's rag names): conversationLimit,"
+        " exchangeLimitPerConversation, minSimilarity, maxTokens; /rag config shows the values in force."
+    ),
+}
+
+
+def help_text(commands: Iterable[Described], about: str = "") -> str:
+    """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each; `/help NAME` (or `/help
+    /NAME`): that command's line and how it is typed (it ignored its argument and listed them all)."""
+    listed = list(commands)
+    name = about.strip().lstrip("/").lower()
+    if name:
+        for command in listed:
+            if command.name == name:
+                usage = COMMAND_USAGE.get(name)
+                return f"/{command.name} — {command.description}" + (f"\n{usage}" if usage else "")
+        return f"No command /{preview(name)}. " + help_text(listed)
+    return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in listed)

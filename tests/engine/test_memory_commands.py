@@ -109,17 +109,16 @@ async def test_rag_config_set_validation_and_persistence(tmp_path: Path) -> None
         assert "  rag.conversationLimit: 4\n" in config and "(set by command)" not in config
         assert await reply(h, "/rag set rag_min_similarity 0.5") == "Updated: rag.minSimilarity = 0.5"
         assert await reply(h, "/rag set conversation_limit 5") == "Updated: rag.conversationLimit = 5"
-        assert await reply(h, "/rag set rag_nope 1") == (
-            "Invalid key. Valid keys: rag_conversation_limit, rag_exchange_limit_per_conversation,"
-            " rag_min_similarity, rag_max_tokens (or engine.yaml's names: conversationLimit,"
-            " exchangeLimitPerConversation, minSimilarity, maxTokens)"
+        assert await reply(h, "/rag set rag_nope 1") == (  # engine.yaml's names only (decision 527)
+            "Invalid key 'rag_nope'. Valid keys: conversationLimit, exchangeLimitPerConversation, minSimilarity,"
+            " maxTokens (engine.yaml's rag names)"
         )
         # engine.yaml's names, as `klaw config show` prints them, work too
         assert await reply(h, "/rag set minSimilarity 0.5") == "Updated: rag.minSimilarity = 0.5"
         assert await reply(h, "/rag set rag.maxTokens 700") == "Updated: rag.maxTokens = 700"
         assert await reply(h, "/rag set rag_conversation_limit 0") == "Limit must be greater than 0"
         assert await reply(h, "/rag set rag_min_similarity 1.5") == "Similarity must be between 0 and 1"
-        assert "Invalid value for rag_exchange_limit_per_conversation" in await reply(
+        assert "Invalid value for exchangeLimitPerConversation: '2.5'" in await reply(
             h, "/rag set rag_exchange_limit_per_conversation 2.5"
         )
         assert await reply(h, "/rag set rag_max_tokens") == "Usage: /rag set <key> <value>"

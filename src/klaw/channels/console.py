@@ -90,7 +90,7 @@ def answered_without_engine(
             return skill_not_command(command.name, command.args), False
         return unknown_command(command.name), False
     if command.name == "help":
-        return f"{help_text(commands)}\n{LEAVING_HELP}", True
+        return help_text(commands, command.args) + ("" if command.args else f"\n{LEAVING_HELP}"), True
     return None
 
 
@@ -189,7 +189,7 @@ class ConsoleChannel:
         result = await self._engine.submit(chat, text)
         if result.command_reply is not None:
             said = result.command_reply + (
-                f"\n{LEAVING_HELP}" if command is not None and command.name == "help" else ""
+                f"\n{LEAVING_HELP}" if command is not None and command.name == "help" and not command.args else ""
             )
             self._console.out(self._shown(said), highlight=False)
             return True

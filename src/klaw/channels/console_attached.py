@@ -180,7 +180,9 @@ class AttachedConsole:
                     ticker.cancel()
                     await asyncio.gather(ticker, return_exceptions=True)
             if command is not None and reply.kind == "notice" and reply.reply_to == message_id:
-                help_tail = f"\n{LEAVING_HELP}" if command.name == "help" else ""  # klaw chat's own words
+                help_tail = (
+                    f"\n{LEAVING_HELP}" if command.name == "help" and not command.args else ""
+                )  # klaw chat's own words
                 self._console.print(Text(visible(reply.text + help_tail), style="cyan"), highlight=False)
                 return
             show_reply(self._console, self._stderr, reply)

@@ -111,7 +111,9 @@ class AttachedPipe:
         if reply.kind == "error":
             self._stderr.print(Text(visible(reply.text), style="red"), highlight=False)
             return 1
-        said = reply.text + (f"\n{LEAVING_HELP}" if command is not None and command.name == "help" else "")
+        said = reply.text + (
+            f"\n{LEAVING_HELP}" if command is not None and command.name == "help" and not command.args else ""
+        )
         self._stdout.out(visible(said) if self._stdout.is_terminal else said, highlight=False)
         return 0
 

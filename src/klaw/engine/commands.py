@@ -306,8 +306,8 @@ class CommandHandler:
             "runs": plan.spawned_runs,
         }
 
-    async def _help(self, _chat: ChatRef, _: str) -> str:
-        return help_text(self.commands)
+    async def _help(self, _chat: ChatRef, about: str) -> str:
+        return help_text(self.commands, about)
 
     async def _context(self, chat: ChatRef, _: str) -> str:
         context = self.processor.last_context.get(chat)

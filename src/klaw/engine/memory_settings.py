@@ -30,6 +30,8 @@ RAG_KEYS = {
     "rag_min_similarity": "min_similarity",
     "rag_max_tokens": "max_tokens",
 }
+# What a person is shown: engine.yaml's names (`klaw config show` shows those), never the stored keys (527).
+FILE_NAMES = tuple(to_camel(field) for field in RAG_KEYS.values())
 _FLAGS = (SUMMARIZER_ENABLED, EMBEDDINGS_ENABLED, RAG_ENABLED)
 # Each stored setting → the engine.yaml field it overrides (as `config_view` names fields) and the command that sets it.
 OVERRIDDEN_FIELDS = {
@@ -67,10 +69,7 @@ def parse_rag_value(key: str, raw: str) -> tuple[str, int | float]:
     refusal is put in the person's words. Returns (canonical key, value)."""
     canonical = _KEY_NAMES.get(key)
     if canonical is None:
-        raise SettingError(
-            f"Invalid key. Valid keys: {', '.join(RAG_KEYS)} (or engine.yaml's names: "
-            f"{', '.join(to_camel(field) for field in RAG_KEYS.values())})"
-        )
+        raise SettingError(f"Invalid key {key!r}. Valid keys: {', '.join(FILE_NAMES)} (engine.yaml's rag names)")
     name = RAG_KEYS[canonical]
     try:
         checked = RagConfig.model_validate({name: raw})
@@ -82,7 +81,7 @@ def parse_rag_value(key: str, raw: str) -> tuple[str, int | float]:
         kind = "a whole number" if RagConfig.model_fields[name].annotation in (int, "int") else "a number"
         if high is not None:
             kind += f" from {low:g} to {high:g}"
-        raise SettingError(f"Invalid value for {canonical}: {raw!r} is not {kind}") from None
+        raise SettingError(f"Invalid value for {to_camel(name)}: {raw!r} is not {kind}") from None
     value: int | float = getattr(checked, name)
     return canonical, value
 
@@ -162,7 +161,9 @@ class MemorySettings:
         else:
             canonical = RAG_ENABLED if key in (RAG_ENABLED, "enabled", "rag.enabled") else _KEY_NAMES.get(key)
             if canonical is None:
-                raise SettingError(f"Invalid key. Valid keys: {RAG_ENABLED}, {', '.join(RAG_KEYS)}")
+                raise SettingError(
+                    f"Invalid key {key!r}. Valid keys: enabled, {', '.join(FILE_NAMES)} (engine.yaml's rag names)"
+                )
             keys = [canonical]
         reset = [name for name in keys if name in self._stored]
         for name in reset:
