@@ -37,6 +37,7 @@ MAX_FILES = 200  # files listed per skill: a skill is a few instructions, not a 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?", re.S | re.M)
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title") and ![alt](...)
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_ARGUMENTS = re.compile(r"\$\{?ARGUMENTS\b")  # other agents' placeholder for `/skill args` (decision 527)
 
 Severity = Literal["error", "warning"]
 
@@ -115,6 +116,8 @@ def check_skill(folder: Path, skills_root: Path, *, max_bytes: int) -> SkillChec
     files, walk_problems = _list_files(resolved, label, max_bytes)
     problems += walk_problems
     problems += _link_problems(body, resolved, label)
+    if _ARGUMENTS.search(body):
+        problems.append(Problem(where, unfilled(label), "warning"))
     if any(p.severity == "error" for p in problems):
         return SkillCheck(label, None, problems)
     return SkillCheck(label, Skill(name, description, resolved, files), problems)
@@ -270,3 +273,12 @@ def _link_problems(body: str, folder: Path, label: str) -> list[Problem]:
             severity: Severity = "error" if exc.escapes else "warning"
             problems.append(Problem(where, f"a link: {exc}", severity))  # "a link: 'x.md' does not exist…"
     return problems
+
+
+def unfilled(name: str) -> str:
+    """The warning for a skill body holding `$ARGUMENTS`: klaw fills no placeholder (decision 527)."""
+    return (
+        f"holds $ARGUMENTS, which klaw never fills: the agent reads the skill as written, and /{name} takes no"
+        f' arguments (a person asks in words, "use the {name} skill for Tbilisi"); say in the body what to take'
+        " from the person's message instead (e.g. 'the city the person names')"
+    )
