@@ -46,11 +46,18 @@ def config_rows(
     value and `command (/rag set)` as its source."""
     effective = loaded.config.model_dump(mode="json", by_alias=True)
     defaults = dict(flatten(type(loaded.config)().model_dump(mode="json", by_alias=True)))
+    # A model without its own contextBudget has context.defaultBudgetTokens': shown as such, not `null` beside
+    # the 8000 /models says (newcomer23, decision 527).
+    budgets = {f"models.{model_id}.contextBudget": model_id for model_id in loaded.config.models}
     rows = []
     for key, value in flatten(effective):
         override = (overrides or {}).get(key)
         if override is not None:
             rows.append(ConfigRow(key, override.value, f"command ({override.command})"))
+            continue
+        if value is None and key in budgets:
+            budget = loaded.config.context_budget(budgets[key])
+            rows.append(ConfigRow(key, budget, "default (context.defaultBudgetTokens)"))
             continue
         source = source_of(key, loaded.sources)
         if source == FILE_SOURCE and key in defaults and defaults[key] == value:

@@ -34,10 +34,16 @@ def status() -> None:
 
 @app.command(name="install", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def install_command(
-    packages: Annotated[list[str], typer.Argument(help="Packages as pip takes them (pip's options too).")],
+    packages: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="PACKAGE", help="Packages as pip takes them (pip's options too)."),
+    ] = None,
 ) -> None:
     """Install Python packages into the sandbox's virtualenv (KLAW_HOME/sandbox/venv), for code_execute."""
     from klaw.tools.sandbox.venv import SandboxInstallError, install
+
+    if not packages:  # click's "Missing argument" showed `{packages}...` (decision 527)
+        fail("name the packages to install, as pip takes them: klaw sandbox install PACKAGE... (e.g. requests)")
 
     home = home_from_env()
     console = stdout_console(highlight=False)

@@ -202,7 +202,7 @@ async def test_a_server_that_never_starts_fails_no_turn(tmp_path: Path, server: 
             assert "its working directory '/nonexistent/notes-dir' does not exist (mcp.servers.notes.cwd" in said
         else:  # the weather: tried again
             assert "MCP notes: unavailable" in text and ("failed to start" in text or "did not start within" in text)
-            assert "retry in 1 s (failure 1)" in text
+            assert "retry in 1 s (1 failed attempt so far)" in text
             # Nothing in its log (npx downloading, no network): run it by hand, not "read its log" (newcomer16).
             args = server["servers"]["notes"].get("args", [])
             silent = args[:1] == ["-c"] and "print(" not in args[1]  # never-answers, without a word
@@ -231,8 +231,14 @@ async def test_a_server_that_keeps_failing_is_warned_about_once_per_reason(
         async with running_engine(tmp_path, tools={"enabled": ["clock", "mcp:notes"]}, mcp=server) as h:
             for failures, delay in ((1, 1.0), (2, 2.0), (3, 4.0)):
                 async with asyncio.timeout(20):
-                    while f"(failure {failures})" not in await status(h):  # noqa: ASYNC110 - /status, as a person reads it
+                    while f"({failures} failed attempt" not in await status(h):  # noqa: ASYNC110 - /status, as a person reads it
                         await asyncio.sleep(0.02)
+                if failures == 1:  # its retry due within half a second: "retrying now", not "retry in 0 s" (527)
+                    await h.clock.advance(delay - 0.4)
+                    now = " ".join((await status(h)).split())
+                    assert "; retrying now (1 failed attempt so far)" in now and "retry in 0 s" not in now, now
+                    await h.clock.advance(0.4)
+                    continue
                 await h.clock.advance(delay)
     said = [r for r in caplog.records if "is unavailable" in r.getMessage()]
     assert len(said) >= 3

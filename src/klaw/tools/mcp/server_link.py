@@ -201,7 +201,7 @@ class ServerLink:
         retry = ""
         if self._retry_at is not None:
             seconds = max(0, round((self._retry_at - self._now()).total_seconds()))
-            retry = f"; klaw retries in {seconds} s"
+            retry = f"; klaw retries in {seconds} s" if seconds > 0 else "; klaw is retrying now"
         return f"the MCP server {self.name!r} is unavailable ({self._reason}){retry}"
 
     def _log_hint(self) -> str:

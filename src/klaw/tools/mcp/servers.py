@@ -179,7 +179,7 @@ class McpServers:
             elif state.phase == "unavailable":
                 line = f"MCP {name}: unavailable, {state.reason}"
                 if state.retry_in is not None:
-                    line += f"; retry in {state.retry_in} s (failure {state.failures})"
+                    line += f"; {retry_words(state.retry_in)} ({failed_starts(state.failures)})"
                 elif state.final:
                     line += "; not retried: fix it, then restart klaw"
                 lines.append(line)
@@ -228,3 +228,13 @@ class McpServers:
             return await link.call(tool, arguments)
 
         return call
+
+
+def retry_words(seconds: int) -> str:
+    """When klaw tries the server again: "retry in 0 s" read as a broken count (newcomer23, decision 527)."""
+    return f"retry in {seconds} s" if seconds > 0 else "retrying now"
+
+
+def failed_starts(failures: int) -> str:
+    """ "1 failed attempt so far", where "(failure 1)" read as a code."""
+    return f"{failures} failed attempt{'s' if failures != 1 else ''} so far"
