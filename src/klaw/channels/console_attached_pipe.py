@@ -91,7 +91,7 @@ class AttachedPipe:
 
         command = parse_command(text)
         before = await self._open_questions() if command is None else {}
-        if command is None:
+        if command is None and not beside_terminal:  # beside a terminal its questions are the terminal's (527)
             await self._say_piped()
         message_id = await self._submit(text)
         if message_id is None:
