@@ -60,3 +60,31 @@ async def test_a_pipe_beside_an_attached_terminal_is_answered_at_once_and_shown_
                 await term.type_line("/exit")
                 assert await term.exit_status() == 0
         assert len(model.chat_requests) == 4
+
+
+@needs_tmux
+async def test_a_pipe_beside_a_terminal_killed_leaves_its_question_to_the_terminal(tmp_path: Path) -> None:
+    """Review of session 56 (decision 528): the pipe said it was `piped` (decision 521) beside a terminal too,
+    so its kill (a cron timeout) ended the question the terminal was showing as nobody's to answer."""
+    home = tmp_path / "home"
+    init_home(home)
+    hold_file_write(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            (tmp_path / "term").mkdir()
+            async with terminal(CHAT, env, tmp_path / "term") as term:
+                await term.wait_for(lambda s: "attached to the running engine" in s, "the banner")
+                model.reply_tool_calls([("file_write", {"path": "kept.txt", "content": "from cron"})])
+                model.reply_text("Wrote kept.txt.")
+                pipe = await started_chat(env, b"write it from cron")
+                await term.wait_for(lambda s: s.rstrip().endswith(APPROVE.rstrip()), "the pipe's question")
+                pipe.terminate()  # the cron job gives up; the person at the terminal is still there
+                await asyncio.wait_for(pipe.communicate(), timeout=STARTS_WITHIN)
+                await asyncio.sleep(1)  # the engine sees the pipe's connection close
+                await term.type_line("y")
+                await term.wait_for_prompt_after("Wrote kept.txt.", "the approved reply in the terminal")
+                assert (home / "workspace" / "kept.txt").read_text(encoding="utf-8") == "from cron"
+                await term.type_line("/exit")
+                assert await term.exit_status() == 0
