@@ -293,7 +293,7 @@ def _opened(archive: Path, stage: str, progress: Progress | None) -> Iterator[tu
     the compressed bytes read; its damage and its absence words as `RestoreError`."""
     try:
         raw: IO[bytes] = open(archive, "rb")  # noqa: SIM115 - closed below, after the gzip reader
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # ENOTDIR: a part of its path is a file (`bk/x.tgz`)
         raise RestoreError(
             f"{archive} does not exist: name the archive klaw backup wrote; nothing was written"
         ) from None

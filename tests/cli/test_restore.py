@@ -199,6 +199,7 @@ def _bad_archives(tmp_path: Path) -> list[tuple[Path, str]]:
         ),
         (_archive(tmp_path / "baddb.tgz", {"engine.yaml": CONFIG, "klaw.db": b"x" * 4096}), "klaw.db does not open"),
         (tmp_path / "missing.tgz", "does not exist"),
+        (whole / "klaw.tgz", "does not exist"),  # a file where a folder was meant: it blamed the new home
     ]
 
 
@@ -242,8 +243,16 @@ def test_an_archive_from_before_the_manifest_restores_private_whatever_the_umask
 def test_the_manifest_says_what_the_backup_holds(tmp_path: Path) -> None:
     home = a_home(tmp_path)
     assert klaw_here(home, "reindex").returncode == 0
-    archive = tmp_path / "x.tgz"
-    assert klaw_here(home, "backup", str(archive)).returncode == 0
+    folder = tmp_path / "not yet" / "backups"
+    umask = os.umask(0o022)
+    try:  # `klaw backup ~/backups/` as the README writes it: the folder made, not a file named `backups`
+        said = klaw_here(home, "backup", f"{folder}/")
+    finally:
+        os.umask(umask)
+    assert said.returncode == 0, said.stderr
+    (archive,) = folder.iterdir()
+    assert archive.name.startswith("klaw-") and archive.suffix == ".tgz" and f"Wrote {archive}" in said.stdout
+    assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(folder.parent.stat().st_mode) == 0o700
     with tarfile.open(archive) as packed:
         first = packed.next()
         assert first is not None and first.name == "klaw-backup.json" and first.mode == 0o600

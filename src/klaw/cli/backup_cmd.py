@@ -6,6 +6,7 @@ the bytes archived (on stderr, on a terminal), and the report says what was left
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, stdout_console
 from klaw.like_ctrl_c import stopped_like_ctrl_c
+from klaw.private_files import private_dirs
 
 RESTORE = (
     "Restore it: klaw restore {path} --home NEW_FOLDER (checked, then made a home; it never writes over a home"
@@ -30,8 +32,12 @@ PG_DUMP = (
 
 def backup(
     path: Annotated[
-        Path | None,
-        typer.Argument(help="The archive to write (a .tgz), or a folder for klaw-DATE-TIME.tgz; default: here."),
+        str | None,
+        typer.Argument(
+            help="The archive to write (a .tgz), or a folder for klaw-DATE-TIME.tgz (ending in /: made 0700 if"
+            " missing); default: here.",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
     """Write the whole home into one gzip'd tar, readable by you alone (0600), while klaw may be running:
@@ -43,7 +49,14 @@ def backup(
     home = home_from_env()
     database = load_or_exit(home).config.database
     sqlite_file = home.database_file(database.path) if database.backend == "sqlite" else None
-    target = (path or Path.cwd()).expanduser()
+    target = Path(path).expanduser() if path else Path.cwd()
+    if path and path.endswith(("/", os.sep)) and not target.exists():
+        # `klaw backup ~/backups/` names a folder (as the README writes it): without this a file `backups`
+        # was written, and the next backup into it refused as "exists already"
+        try:
+            private_dirs(target)
+        except OSError as exc:
+            fail(f"cannot make the folder {target}: {exc.strerror or exc}; nothing was written")
     errors = stderr_console()
     columns = (TextColumn("archiving"), BarColumn(), DownloadColumn(), TimeElapsedColumn())
     # SIGTERM (systemd, timeout) and SIGHUP (a closed terminal) unwind as Ctrl-C does: the partial archive and
