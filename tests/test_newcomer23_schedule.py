@@ -54,6 +54,8 @@ async def test_a_run_whose_held_tool_was_denied_is_not_listed_as_just_completed(
 
 def test_the_frequency_warning_counts_every_task_not_only_the_one_added(tmp_path: Path) -> None:
     home = _home(tmp_path)
+    once = klaw_here(home.root, "schedule", "add", "call", "--at", "2030-01-01 10:00", "-m", "x")  # no run today
+    assert once.returncode == 0 and "warning" not in once.stderr, once.stderr
     first = klaw_here(home.root, "schedule", "add", "tea", "--every", "1m", "-m", "tea?")
     assert first.returncode == 0 and "this task runs 1440 times a day, 100 % of the 1440 runs" in " ".join(
         first.stderr.split()

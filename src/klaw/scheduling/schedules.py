@@ -230,7 +230,7 @@ def other_runs(
     """The runs a day of the tasks other than `name` (each at most `cap`) and how many they are, for
     `day_share_warning`'s sum."""
     counts = [min(schedule.runs_per_day(start, zone, at_most=cap), cap) for other, schedule in tasks if other != name]
-    return sum(counts), len(counts)
+    return sum(counts), sum(1 for count in counts if count)  # a one-off task done, or not today, is not named
 
 
 def day_share_warning(runs: int, max_runs_per_day: int, *, others: int = 0, other_tasks: int = 0) -> str | None:
