@@ -86,5 +86,9 @@ async def test_a_pipe_beside_a_terminal_killed_leaves_its_question_to_the_termin
                 await term.type_line("y")
                 await term.wait_for_prompt_after("Wrote kept.txt.", "the approved reply in the terminal")
                 assert (home / "workspace" / "kept.txt").read_text(encoding="utf-8") == "from cron"
+                # The killed pipe never cleaned up its own buffer folder (its message inside): the next pipe does.
+                model.reply_text("the next one")
+                assert (await piped(env, "again from cron"))[:2] == (0, "the next one\n")
+                assert list((home / "gateway" / "terminal").glob("piped-*")) == []
                 await term.type_line("/exit")
                 assert await term.exit_status() == 0

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
+from klaw.ascii_digits import digits
 from klaw.cancellation import take_back_cancellation
 from klaw.channels.console_kept import kept_where
 from klaw.cli.chat_input import piped_message, read_piped, said_without_engine, skills_folder
@@ -83,6 +84,27 @@ def _holder(fd: int) -> str:
     return f"another piped `klaw chat`{of} is" if kind == "piped" else f"a `klaw chat` terminal{of} is"
 
 
+def pipe_folder(directory: Path) -> Path:
+    """A private folder (0700) for the buffer of a pipe beside a terminal, named by this process's id. Those of
+    pipes whose process is gone are removed first: a pipe killed (a cron job's timeout, SIGTERM) never reached
+    its own clean-up and left its folder, its message inside, for good (decision 528)."""
+    for old in directory.glob("piped-*-*"):
+        pid = old.name.split("-")[1]
+        if digits(pid) and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"piped-{os.getpid()}-", dir=directory))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
 async def _wait_for(fd: int, holder: str, engine: str, seconds: float) -> None:
     """Until the attached chat leaves; exit 75 after `seconds`, the message not sent."""
     err_console.print(
@@ -129,7 +151,7 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     status = 0
     logs = logs_through(console if data is None else err_console, home.chat_log_file)
     async with one_terminal(directory, who, home.root, piped=data is not None) as beside:
-        kept = Path(tempfile.mkdtemp(prefix="piped-", dir=directory)) if beside else directory  # 0700
+        kept = pipe_folder(directory) if beside else directory
         gateway = Gateway(home, [channel], buffer_dir=kept, watch_only=beside)
         with logs:
             await gateway.start()
@@ -163,7 +185,8 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
                 else:  # beside a terminal, what else came is the terminal's to show
                     channel.show_pending()
     if interrupted:
-        err_console.print("Left; the engine goes on, and a reply still to come is shown at your next klaw chat.")
+        shown = "in the attached terminal" if beside else "at your next klaw chat"
+        err_console.print(f"Left; the engine goes on, and a reply still to come is shown {shown}.")
         raise typer.Exit(130)
     if status:
         raise typer.Exit(status)
