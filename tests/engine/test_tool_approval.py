@@ -458,3 +458,22 @@ def log_lines(home: KlawHome) -> list[str]:
         for path in sorted((home.conversations / "web_main").glob("*.jsonl"))
         for line in path.read_text().splitlines()
     ]
+
+
+async def test_a_one_off_task_allowed_a_held_tool_is_asked_about_in_its_own_words(tmp_path: Path) -> None:
+    """Review of session 56 (decision 528): decision 525's words for what a yes grants knew cron and every, and
+    said of decision 526's one-off `at` task that it ran "on a schedule the tool will refuse as it is written"."""
+    async with stand() as s:
+        arguments = {"name": "remind", "at": "2030-12-01 17:00", "message": "call mum", "allow_tools": ["host_exec"]}
+        s.server.reply_tool_calls([("schedule_add", arguments)])
+        s.server.reply_text("Not scheduled.")
+        await s.ask("remind me on the first of December 2030, you may run commands")
+        request_id, question = await s.question()
+        assert "refuse" not in question.text, question.text
+        assert (
+            "If you approve, the task 'remind' will run host_exec once at 2030-12-01 17:00 (the scheduler's time"
+            " zone) without asking you." in question.text
+        ), question.text
+        await s.send(f"/deny {request_id}")
+        assert (await s.outbound()).text == "Denied: schedule_add will not run."
+        assert (await s.outbound()).text == "Not scheduled."

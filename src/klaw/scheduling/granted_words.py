@@ -9,6 +9,7 @@ so, since the tool refuses it anyway. Imports nothing of the engine.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from klaw.scheduling.schedules import InvalidSchedule, TaskSchedule
@@ -19,8 +20,9 @@ _NAME_CHARS = 80  # the arguments above show them whole; the sentence only names
 
 
 def schedule_add_grants(arguments: Mapping[str, Any]) -> str | None:
-    """`If you approve, the task 'tidy' will run file_write every 1h without asking you.` (and where it
-    reports, when that is another chat), or None when the call grants nothing beyond its own chat."""
+    """`If you approve, the task 'tidy' will run file_write every 1h without asking you.` (`once at …` for a
+    one-off task; and where it reports, when that is another chat), or None when the call grants nothing beyond
+    its own chat."""
     given = arguments.get("allow_tools")
     allowed = [preview(t, _NAME_CHARS) for t in given if isinstance(t, str)] if isinstance(given, list) else []
     into = arguments.get("inject_into")
@@ -40,12 +42,23 @@ def schedule_add_grants(arguments: Mapping[str, Any]) -> str | None:
 
 
 def _when(arguments: Mapping[str, Any]) -> str:
-    cron, every = arguments.get("cron"), arguments.get("every")
+    cron, every, at = arguments.get("cron"), arguments.get("every"), arguments.get("at")
     try:
-        if isinstance(every, str) and cron is None:
+        if isinstance(every, str) and cron is None and at is None:
             return TaskSchedule.every(every).describe()
-        if isinstance(cron, str) and every is None:
+        if isinstance(cron, str) and every is None and at is None:
             return f"on the schedule {TaskSchedule.cron(cron).describe()} (the scheduler's time zone)"
-    except InvalidSchedule:
+        if isinstance(at, str) and cron is None and every is None:  # a one-off task (decision 526, 528)
+            return _once(at)
+    except (InvalidSchedule, ValueError):
         pass
     return "on a schedule the tool will refuse as it is written"
+
+
+def _once(text: str) -> str:
+    """`once at 2026-12-01 17:00 (the scheduler's time zone)`, read as TaskSchedule.at reads it; ValueError
+    when it does not read (the tool refuses it). Whether it has passed is the tool's to say: no clock here."""
+    moment = datetime.fromisoformat(" ".join(text.split()))
+    if moment.tzinfo is None:
+        return f"once at {moment:%Y-%m-%d %H:%M} (the scheduler's time zone)"
+    return f"once at {moment.isoformat(sep=' ', timespec='minutes')}"
