@@ -8,6 +8,7 @@ engine, and the engine share it.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -64,6 +65,11 @@ ENGINE_COMMANDS = frozenset(
 )
 
 
+# The names `/name` runs as a command, which a skill of the same name cannot have (decision 529): the engine's
+# and `klaw chat`'s own way out. `klaw skills check` warns about a skill named like one.
+COMMAND_NAMES = ENGINE_COMMANDS | {"exit", "quit"}
+
+
 def for_this_bot(text: str, username: str) -> str | None:
     """A Telegram message as klaw takes it: `/new@thisbot x` → `/new x`; `/start` (what Telegram sends
     first) → `/help`; None for `/new@otherbot` (a group's command for another bot: neither a command nor
@@ -78,19 +84,21 @@ def for_this_bot(text: str, username: str) -> str | None:
     return f"/{name} {command.args}".rstrip()
 
 
-def unknown_command(name: str) -> str:
-    """The words for `/name` when no command has that name, the engine's and `klaw chat`'s alike."""
-    return f"Unknown command /{preview(name)}. Type /help for the list of commands."
+def unknown_command(name: str, names: Iterable[str] = ()) -> str:
+    """The words for `/name` when no command or skill has that name, the engine's and `klaw chat`'s alike, with
+    the nearest of `names` (the commands and skills that do exist) when one is close (decision 529)."""
+    near = difflib.get_close_matches(name.lower().lstrip("/"), sorted(set(names)), n=3, cutoff=0.6)
+    meant = f" (did you mean {' or '.join(f'/{n}' for n in near)}?)" if near else ""
+    return f"Unknown command /{preview(name)}{meant}. Type /help for the list of commands."
 
 
-def skill_not_command(name: str, args: str) -> str:
-    """The words for `/name` when `name` is a skill (decision 514): a skill is no command and takes no
-    arguments after a slash, so the person is shown how to ask for it, with their own words if they gave some."""
+def skill_not_callable(name: str) -> str:
+    """The words for `/name` when `name` is a skill whose front matter says `user-invocable: false` (decision 529):
+    the agent may use it when a message calls for it; a person may not call it by name."""
     shown = preview(name)
-    asked = f"use the {shown} skill" + (f" for {preview(args)}" if args.strip() else "")
     return (
-        f'{shown} is a skill, not a command: ask for it in words, e.g. "{asked}". A message the skill\'s'
-        " description matches uses it too; skills take no arguments after a slash. Type /help for the commands."
+        f"The {shown} skill is not called by name (its SKILL.md says user-invocable: false): ask in words and the"
+        " agent uses it when your message calls for it. Type /help for the commands and the skills you can call."
     )
 
 
@@ -103,15 +111,25 @@ COMMAND_USAGE = {
 }
 
 
-def help_text(commands: Iterable[Described], about: str = "") -> str:
-    """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each; `/help NAME` (or `/help
-    /NAME`): that command's line and how it is typed (it ignored its argument and listed them all)."""
+def help_text(commands: Iterable[Described], about: str = "", skills: Iterable[str] = ()) -> str:
+    """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each, then the skills a person can
+    call by name (decision 529); `/help NAME` (or `/help /NAME`): that command's line and how it is typed (it
+    ignored its argument and listed them all), or how a skill is called."""
     listed = list(commands)
+    callable_skills = sorted(set(skills) - COMMAND_NAMES)
     name = about.strip().lstrip("/").lower()
     if name:
         for command in listed:
             if command.name == name:
                 usage = COMMAND_USAGE.get(name)
                 return f"/{command.name} — {command.description}" + (f"\n{usage}" if usage else "")
-        return f"No command /{preview(name)}. " + help_text(listed)
-    return "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in listed)
+        if name in callable_skills:
+            return f"/{name} [words] — calls the {name} skill with the words as its $ARGUMENTS"
+        return f"No command /{preview(name)}. " + help_text(listed, skills=callable_skills)
+    said = "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in listed)
+    if callable_skills:
+        said += (
+            "\nSkills (/name [words] asks the agent to follow the skill, the words as its $ARGUMENTS):\n"
+            + "\n".join(f"/{skill}" for skill in callable_skills)
+        )
+    return said

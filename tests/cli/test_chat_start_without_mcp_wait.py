@@ -30,7 +30,10 @@ async def test_a_piped_typo_and_help_are_answered_with_no_engine_and_no_server(t
         env = slow_notes(home, model.base_url, delay=30, spawned=spawned)
         code, out, err = await piped(env, "/statsu\n")
         assert (code, out) == (1, ""), err
-        assert " ".join(err.split()) == "Unknown command /statsu. Type /help for the list of commands."
+        assert (
+            " ".join(err.split())
+            == "Unknown command /statsu (did you mean /status?). Type /help for the list of commands."
+        )
         code, out, err = await piped(env, "/HELP\n")
         assert (code, err) == (0, ""), err
         assert out.startswith("Commands:\n/new — ")

@@ -1,7 +1,6 @@
-"""A skill written for another agent's `/skill args` (`City: $ARGUMENTS`) passed `klaw skills check` in
-silence, though klaw fills no placeholder: skill_read gives the body as written and `/weather-report Tbilisi`
-is refused (decision 514). newcomer23; decision 527 item 3 chose to say so, not to fill it: the check warns
-(exit 0, the skill stays usable), naming the way a person asks for a skill with their own words."""
+"""`klaw skills check` and a skill's `$ARGUMENTS`: decision 527 warned that klaw never fills it; decision 529 fills it
+when a person calls the skill by name (`/weather-report Tbilisi`), so the check is silent about it now. It warns
+instead about a skill named like one of klaw's commands, which `/name` can never call (the command wins)."""
 
 from __future__ import annotations
 
@@ -10,21 +9,20 @@ from pathlib import Path
 from tests.cli.klaw_here import klaw_here
 
 
-def test_skills_check_warns_about_arguments_klaw_never_fills(tmp_path: Path) -> None:
-    folder = tmp_path / "workspace" / "skills" / "weather-report"
+def _skill(tmp_path: Path, name: str, body: str) -> None:
+    folder = tmp_path / "workspace" / "skills" / name
     folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text(
-        "---\nname: weather-report\ndescription: Report the weather for a city\n---\nCity: $ARGUMENTS\n",
-        encoding="utf-8",
-    )
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Something to do\n---\n{body}\n", "utf-8")
+
+
+def test_skills_check_is_fine_with_arguments_and_warns_of_a_skill_a_command_shadows(tmp_path: Path) -> None:
+    _skill(tmp_path, "weather-report", "City: $ARGUMENTS")
     checked = klaw_here(tmp_path, "skills", "check")
-    assert checked.returncode == 0, checked.stderr  # a warning: still usable
+    assert checked.returncode == 0, checked.stderr
+    assert "ARGUMENTS" not in checked.stdout and "warning" not in checked.stdout, checked.stdout
+    _skill(tmp_path, "status", "Shadowed.")
+    checked = klaw_here(tmp_path, "skills", "check")
     said = " ".join(checked.stdout.split())
-    assert "warning: weather-report/SKILL.md: holds $ARGUMENTS, which klaw never fills" in said, said
-    assert "/weather-report takes no arguments" in said and '"use the weather-report skill for Tbilisi"' in said
-    assert "1 skill(s) usable, 0 left out" in said
-    (folder / "SKILL.md").write_text(
-        "---\nname: weather-report\ndescription: Report the weather for a city\n---\nThe city the person names.\n",
-        encoding="utf-8",
-    )
-    assert "ARGUMENTS" not in klaw_here(tmp_path, "skills", "check").stdout
+    assert checked.returncode == 0, checked.stderr  # a warning: the agent can still use it
+    assert "warning: status/SKILL.md: /status is klaw's command, so typing /status runs the command" in said, said
+    assert "2 skill(s) usable, 0 left out" in said

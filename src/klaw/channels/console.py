@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import getpass
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
@@ -43,7 +43,6 @@ from klaw.command_syntax import (
     Described,
     help_text,
     parse_command,
-    skill_not_command,
     unknown_command,
 )
 from klaw.message_text import MessageRefused
@@ -76,21 +75,24 @@ class BeforeTurn(Protocol):
 
 
 def answered_without_engine(
-    text: str, commands: Iterable[Described], is_skill: Callable[[str], bool] = lambda _name: False
+    text: str, commands: Iterable[Described], skills: Callable[[], Collection[str]] = frozenset
 ) -> tuple[str, bool] | None:
     """A piped command `klaw chat` answers before it starts an engine, as it leaves at `/exit` (decision
-    431): a name no command has, in the engine's words (False: exit 1, a script's typo must not pass), and
-    `/help`, engine.yaml's list with `/exit`. None for anything else: a message, or a command that reads
-    the engine. The typo waited seconds for the engine and its MCP servers only to be told it was one."""
+    431): a name no command or skill has, in the engine's words (False: exit 1, a script's typo must not pass),
+    and `/help`, engine.yaml's list with the skills and `/exit`. None for anything else: a message, a skill's
+    call (`skills`: the skills folder's names, a turn runs: decision 529), or a command that reads the engine.
+    The typo waited seconds for the engine and its MCP servers only to be told it was one."""
     command = parse_command(text)
     if command is None:
         return None
     if command.name not in ENGINE_COMMANDS:
-        if is_skill(command.name):  # decision 514
-            return skill_not_command(command.name, command.args), False
-        return unknown_command(command.name), False
+        names = skills()
+        if command.name in names:
+            return None
+        return unknown_command(command.name, [*ENGINE_COMMANDS, *names]), False
     if command.name == "help":
-        return help_text(commands, command.args) + ("" if command.args else f"\n{LEAVING_HELP}"), True
+        listed = help_text(commands, command.args, skills())
+        return listed + ("" if command.args else f"\n{LEAVING_HELP}"), True
     return None
 
 
@@ -174,12 +176,14 @@ class ConsoleChannel:
         if text.strip().lower() in EXIT_WORDS:  # /help lists /exit: piped, it leaves as typed (decision 282)
             return True
         command = parse_command(text)
+        called = False  # `/skill args`: a turn, as a message's (decision 529)
         if command is not None and not self._engine.commands.knows(command.name):
-            # Said on stderr and exit 1, as an error reply is: a script's typo must not pass (decision 282).
-            said = await self._engine.commands.handle(chat, command.name, command.args)
-            self._stderr.print(Text(visible(said), style="red"), highlight=False)
-            return False
-        if command is None and self._before_turn is not None:
+            answer = await self._engine.commands.answer(chat, command.name, command.args)
+            called = answer.skill_call
+            if not called:  # said on stderr and exit 1, as an error reply is: a script's typo must not pass (282)
+                self._stderr.print(Text(visible(answer.text), style="red"), highlight=False)
+                return False
+        if (command is None or called) and self._before_turn is not None:
             await self._before_turn.before_turn()
         # All of stdin is this one message: no other can join it, so its turn starts at once rather than after
         # processing.debounceMs of silence (1.5 s of every piped chat's wall time), as a library ask's does
@@ -245,7 +249,9 @@ class ConsoleChannel:
 
     async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str], kept: str | None = None) -> None:
         """`kept`: the id of a message an attached terminal kept, out of its buffer once the engine has it."""
-        if self._before_turn is not None and self._before_turn.owed and parse_command(text) is None:
+        command = parse_command(text)  # a skill's call (not a command the engine knows) runs a turn too (529)
+        turn = command is None or not self._engine.commands.knows(command.name)
+        if self._before_turn is not None and self._before_turn.owed and turn:
             with self._console.status("starting MCP servers…", spinner="dots"), self._keys.watching():
                 await self._before_turn.before_turn()
         try:

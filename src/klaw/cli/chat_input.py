@@ -56,7 +56,7 @@ def piped_message(data: bytes) -> tuple[str, str | None]:
 def said_without_engine(piped: str, commands: Iterable[Described], skills_dir: Path | None = None) -> bool:
     """Print what `klaw chat` answers to a piped command before any engine, in process or attached (decision
     431): a typo on stderr, exit 1 (a script's typo must not pass), `/help` on stdout. True when it did.
-    A skill's name (`skills_dir` holds it; None: skills off) is said to be one, with how to ask for it (514)."""
+    A skill's name (`skills_dir` holds it; None: skills off) calls it: the engine runs its turn (decision 529)."""
     from klaw.channels.console import answered_without_engine  # the console loads only when a chat runs
 
     early = answered_without_engine(piped, commands, _skill_in(skills_dir))
@@ -76,11 +76,21 @@ def skills_folder(home: KlawHome, config: EngineConfig) -> Path | None:
     return home.skills_dir if "skills" in config.tool_groups else None
 
 
-def _skill_in(skills_dir: Path | None) -> Callable[[str], bool]:
-    """Whether a name is a skill's folder with a SKILL.md, looked at without reading it (no engine runs: the
-    skills are not scanned); a name a skill could not have (tools/skills/skill_files.NAME) is none."""
+def _skill_in(skills_dir: Path | None) -> Callable[[], list[str]]:
+    """The skills folder's skill names, its folders holding a SKILL.md, looked at without reading them (no
+    engine runs: the skills are not scanned); a name a skill could not have (skill_files.NAME) is none."""
     if skills_dir is None:
-        return lambda _name: False
-    return lambda name: (
-        re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name) is not None and (skills_dir / name / "SKILL.md").is_file()
-    )
+        return list
+
+    def names() -> list[str]:
+        try:
+            entries = sorted(skills_dir.iterdir())
+        except OSError:
+            return []
+        return [
+            entry.name
+            for entry in entries
+            if re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", entry.name) is not None and (entry / "SKILL.md").is_file()
+        ]
+
+    return names

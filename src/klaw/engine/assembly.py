@@ -81,6 +81,7 @@ from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolFunction
 from klaw.tools.selection import ToolSelection
 from klaw.tools.skills.catalogue import SkillCatalogue
+from klaw.tools.skills.skill_call import call_layer
 from klaw.tools.web.addresses import metadata_warnings
 
 LIVE_EMBEDDING_BATCH = 16
@@ -163,6 +164,9 @@ def context_builder(
         ),
         skills=None if skills is None else lambda: skills.layer(config.tools.skills.budget_tokens),
         kept_skills=None if skills is None else lambda: skills.kept_layer(config.tools.skills.budget_tokens),
+        skill_call=None
+        if skills is None
+        else lambda texts: call_layer(texts, skills.current().skills, max_bytes=config.tools.skills.max_file_bytes),
     )
 
 
@@ -295,7 +299,10 @@ async def assemble(
         saved_memories=memory.store.memory_chunks,
         tool_listing=listing,
         stand_in=router.stand_in,
-        is_skill=(lambda _name: False) if skills is None else (lambda name: name in skills.current().skills),
+        skill=(lambda _name: None) if skills is None else (lambda name: skills.current().skills.get(name)),
+        skill_names=(lambda: ())
+        if skills is None
+        else (lambda: [s.name for s in skills.current().skills.values() if s.user_invocable]),
         status_first=[] if config_file is None else [config_file.status_lines],
         status_lines=[
             lambda: [store_line(home.database_file(config.database.path), config.database)],

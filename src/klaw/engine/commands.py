@@ -13,14 +13,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from klaw.command_syntax import help_text, skill_not_command, unknown_command
+from klaw.command_syntax import help_text, skill_not_callable, unknown_command
 from klaw.config import CommandConfig
 from klaw.disk_trouble import disk_trouble
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.clock import Clock
 from klaw.engine.forget_typed import confirmed, forget_target, question_first
 from klaw.engine.frame_dispatch import QueryError
-from klaw.engine.memory_commands import MemoryCommands
+from klaw.engine.memory_commands import MemoryCommands, saved_memory_lines
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.sessions import SessionManager
@@ -37,14 +37,12 @@ from klaw.store.protocol import MemoryChunkRepository
 from klaw.store.records import ChatRef
 from klaw.text_preview import PREVIEW_CHARS, preview
 from klaw.tools.inventory import NOT_A_TOOL, ToolRow
+from klaw.tools.skills.skill_files import Skill
 
 log = logging.getLogger(__name__)
 
 # The id of the command being handled (set by `CommandHandler.handle` for state-changing commands).
 _command_id: ContextVar[str | None] = ContextVar("klaw_command_id", default=None)
-
-SAVED_MEMORIES_SHOWN = 10
-SAVED_MEMORY_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,7 @@ class CommandAnswer:
 
     text: str
     erased: bool = False
+    skill_call: bool = False  # `/name args` calls a skill: the text is a message for a turn, not answered (529)
 
 
 @dataclass(eq=False)
@@ -83,7 +82,8 @@ class CommandHandler:
     status_first: Sequence[Callable[[], list[str]]] = ()
     # The model a program gave (`Klaw(model=...)`) answering a configured id, by name; None: the configured one
     stand_in: Callable[[str], str | None] = lambda _model_id: None
-    is_skill: Callable[[str], bool] = lambda _name: False  # /weather-report names a skill (decision 514)
+    skill: Callable[[str], Skill | None] = lambda _name: None  # /weather-report calls a skill (decision 529)
+    skill_names: Callable[[], Sequence[str]] = lambda: ()  # the skills /help lists as called by name
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
     _listing: ToolListing | None = field(init=False, default=None)
 
@@ -119,8 +119,14 @@ class CommandHandler:
         key = name.lower().lstrip("/")
         handler = self._handlers.get(key)
         if handler is None:
-            skill = await asyncio.to_thread(self.is_skill, key)  # the catalogue may scan the skills folder
-            return CommandAnswer(skill_not_command(key, args) if skill else unknown_command(name))
+            skill = await asyncio.to_thread(self.skill, key)  # the catalogue may scan the skills folder
+            if skill is None:
+                return CommandAnswer(
+                    unknown_command(name, [*self._handlers, *await asyncio.to_thread(self.skill_names)])
+                )
+            return (
+                CommandAnswer("", skill_call=True) if skill.user_invocable else CommandAnswer(skill_not_callable(key))
+            )
         token = _command_id.set(command_id)
         try:
             if key == "forget":
@@ -165,7 +171,7 @@ class CommandHandler:
         memory = await self.core_memory.read()
         lines = ["Core memory:\n" + CoreMemory.render(memory) if memory else "Core memory is empty."]
         if self.saved_memories is not None:
-            lines += await _saved_memory_lines(self.saved_memories, chat)
+            lines += await saved_memory_lines(self.saved_memories, chat)
         return "\n".join(lines)
 
     async def engine_status(self, chat_lines: Sequence[str] = ()) -> list[str]:
@@ -307,7 +313,7 @@ class CommandHandler:
         }
 
     async def _help(self, _chat: ChatRef, about: str) -> str:
-        return help_text(self.commands, about)
+        return help_text(self.commands, about, await asyncio.to_thread(self.skill_names))
 
     async def _context(self, chat: ChatRef, _: str) -> str:
         context = self.processor.last_context.get(chat)
@@ -380,18 +386,6 @@ def _sentence(text: str) -> str:
     """An error message as a reply: capitalised, ending with a full stop."""
     text = text[:1].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else text + "."
-
-
-async def _saved_memory_lines(saved: MemoryChunkRepository, chat: ChatRef) -> list[str]:
-    total = await saved.count(chat)
-    if not total:
-        return ["No saved memories in this chat (the agent saves one when asked to remember something)."]
-    latest = await saved.latest(chat, SAVED_MEMORIES_SHOWN)
-    lines = [f"Saved memories in this chat: {total} (newest first; /forget memory <id> erases one):"]
-    lines += [f"- {m.memory_id}: {preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
-    if total > len(latest):
-        lines.append(f"… and {total - len(latest)} older: `klaw memory search` finds them, or ask the agent.")
-    return lines
 
 
 def _answered_by(stand_in: str | None) -> str:

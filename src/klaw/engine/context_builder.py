@@ -19,6 +19,7 @@ which is the price of not searching twice).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
@@ -125,6 +126,8 @@ class ContextBuilder:
     skills: Callable[[], str | None] | None = None
     # the skills layer as last read, in a 1-tuple, when no skill changed since (stat calls only: turn_files.py)
     kept_skills: Callable[[], tuple[str | None] | None] | None = None
+    # the skill_call layer: the skills the person's messages call by name, their bodies filled (decision 529)
+    skill_call: Callable[[Sequence[str]], str | None] | None = None
 
     # what each chat was told of its prompt files and budget (`BuiltContext.notices`): said once, again if it changes
     _told: dict[ChatRef, frozenset[str]] = field(default_factory=dict, init=False)
@@ -161,6 +164,9 @@ class ContextBuilder:
         if self.skills is not None:
             with timings.phase("skills"):
                 place("skills", skills)
+                if self.skill_call is not None and not subagent:
+                    typed = [m.content for m in pending if m.role is Role.USER]
+                    place("skill_call", await asyncio.to_thread(self.skill_call, typed))  # reads SKILL.md
         pending_text = "\n".join(m.content for m in pending)
         tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS

@@ -23,8 +23,9 @@ from klaw.engine.memory_settings import (
 from klaw.memory.embedding_queue import BACKOFF_SECONDS, EmbeddingQueue
 from klaw.memory.summaries.service import SummarizerService
 from klaw.memory.summaries.worker import WorkerState, WorkerStatus
-from klaw.store.protocol import Storage
+from klaw.store.protocol import MemoryChunkRepository, Storage
 from klaw.store.records import ChatRef
+from klaw.text_preview import preview
 
 Handler = Callable[[ChatRef, str], Awaitable[str]]
 CONFIRM = "confirm"
@@ -223,3 +224,20 @@ def _worker_line(status: WorkerStatus) -> str:
 
 def _clock(moment: datetime) -> str:
     return moment.strftime("%H:%M:%S UTC")
+
+
+SAVED_MEMORIES_SHOWN = 10
+SAVED_MEMORY_CHARS = 200
+
+
+async def saved_memory_lines(saved: MemoryChunkRepository, chat: ChatRef) -> list[str]:
+    """/memory's lines after core memory: the chat's latest saved memories with the ids `/forget memory N` takes."""
+    total = await saved.count(chat)
+    if not total:
+        return ["No saved memories in this chat (the agent saves one when asked to remember something)."]
+    latest = await saved.latest(chat, SAVED_MEMORIES_SHOWN)
+    lines = [f"Saved memories in this chat: {total} (newest first; /forget memory <id> erases one):"]
+    lines += [f"- {m.memory_id}: {preview(m.content, SAVED_MEMORY_CHARS)} ({m.created_at:%Y-%m-%d})" for m in latest]
+    if total > len(latest):
+        lines.append(f"… and {total - len(latest)} older: `klaw memory search` finds them, or ask the agent.")
+    return lines

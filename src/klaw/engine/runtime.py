@@ -202,7 +202,8 @@ class Engine:
         command = parse_command(text)
         if command is not None:
             answer = await self.commands.answer(chat, command.name, command.args, command_id=message_id)
-            return SubmitResult(command_reply=answer.text, erased=answer.erased)
+            if not answer.skill_call:  # `/skill args` is a message: the turn's context fills the skill (529)
+                return SubmitResult(command_reply=answer.text, erased=answer.erased)
         stored = await self.processor.handle_inbound(Inbound(chat, text, message_id))
         self.approvals.heard(chat)  # a question after this message may be answered by a bare /approve
         return SubmitResult(message_id=stored.record.id)
@@ -371,4 +372,7 @@ class _FrameAdapter:
         chat = ChatRef(frame.channel, frame.chat_id)
         _refuse_task_channel(chat)
         answer = await self._engine.commands.answer(chat, frame.command, frame.args, command_id=frame.id)
+        if answer.skill_call:  # the gateway parsed `/skill args`: a message after all, as typed (decision 529)
+            await self._engine.submit(chat, f"/{frame.command} {frame.args}".rstrip(), frame.id)
+            return
         await self._engine.delivery.deliver(Outbound(chat, answer.text, frame.id, "notice", forgotten=answer.erased))

@@ -25,6 +25,7 @@ from typing import Literal
 
 import yaml
 
+from klaw.command_syntax import COMMAND_NAMES
 from klaw.errors import KlawError
 from klaw.tools.beneath import open_directory, walk
 from klaw.yaml_syntax import MAX_NESTING, YamlBadValue, YamlTooDeep, safe_load
@@ -37,7 +38,7 @@ MAX_FILES = 200  # files listed per skill: a skill is a few instructions, not a 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?$\n?", re.S | re.M)
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title") and ![alt](...)
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-_ARGUMENTS = re.compile(r"\$\{?ARGUMENTS\b")  # other agents' placeholder for `/skill args` (decision 527)
+_USER_INVOCABLE = "user-invocable"  # false: the agent may use the skill, a person may not call it by /name (529)
 
 Severity = Literal["error", "warning"]
 
@@ -61,6 +62,7 @@ class Skill:
     description: str
     folder: Path  # resolved: inside the resolved skills folder
     files: tuple[str, ...] = ()  # the folder's files other than SKILL.md, relative, '/'-separated
+    user_invocable: bool = True  # `/name args` calls it (decision 529); front matter's `user-invocable: false`
 
     @property
     def summary(self) -> str:
@@ -108,7 +110,7 @@ def check_skill(folder: Path, skills_root: Path, *, max_bytes: int) -> SkillChec
         return fail("does not start with YAML front matter between '---' lines (name, description)", where)
     fields, errors = parse_front_matter(front)
     problems += [Problem(where, error) for error in errors]  # every one, not the first alone
-    name, description = fields
+    name, description, invocable = fields
     if name and name != label:
         problems.append(
             Problem(where, f"name {name!r} is not the folder's name {label!r} (they must match, so names are unique)")
@@ -116,11 +118,11 @@ def check_skill(folder: Path, skills_root: Path, *, max_bytes: int) -> SkillChec
     files, walk_problems = _list_files(resolved, label, max_bytes)
     problems += walk_problems
     problems += _link_problems(body, resolved, label)
-    if _ARGUMENTS.search(body):
-        problems.append(Problem(where, unfilled(label), "warning"))
+    if label in COMMAND_NAMES:
+        problems.append(Problem(where, shadowed(label), "warning"))
     if any(p.severity == "error" for p in problems):
         return SkillCheck(label, None, problems)
-    return SkillCheck(label, Skill(name, description, resolved, files), problems)
+    return SkillCheck(label, Skill(name, description, resolved, files, invocable), problems)
 
 
 def split_front_matter(text: str) -> tuple[str | None, str]:
@@ -131,9 +133,9 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
     return match.group(1), text.lstrip("\ufeff")[match.end() :]
 
 
-def parse_front_matter(front: str) -> tuple[tuple[str, str], list[str]]:
-    """((name, description), []), or the fields that passed ("" for one that did not) and each thing
-    wrong, so a skill's check names them all at once: the rule, never the content."""
+def parse_front_matter(front: str) -> tuple[tuple[str, str, bool], list[str]]:
+    """((name, description, user-invocable), []), or the fields that passed ("" for one that did not) and each
+    thing wrong, so a skill's check names them all at once: the rule, never the content."""
     try:
         data = safe_load(front)  # nesting bounded, every failure a YAMLError (klaw/yaml_syntax.py)
     except yaml.YAMLError as exc:
@@ -141,11 +143,11 @@ def parse_front_matter(front: str) -> tuple[tuple[str, str], list[str]]:
         where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
         if isinstance(exc, YamlTooDeep):
             deep = f"front matter nested too deeply{where}: lists or mappings more than {MAX_NESTING} levels"
-            return ("", ""), [deep]
+            return ("", "", True), [deep]
         problem = getattr(exc, "problem", None) if isinstance(exc, YamlBadValue) else None
-        return ("", ""), [f"front matter is not valid YAML{where}" + (f": {problem}" if problem else "")]
+        return ("", "", True), [f"front matter is not valid YAML{where}" + (f": {problem}" if problem else "")]
     if not isinstance(data, dict):
-        return ("", ""), ["front matter must be a mapping with name and description"]
+        return ("", "", True), ["front matter must be a mapping with name and description"]
     name, description = data.get("name"), data.get("description")
     errors = []
     if not isinstance(name, str) or not name:
@@ -159,7 +161,11 @@ def parse_front_matter(front: str) -> tuple[tuple[str, str], list[str]]:
         description = ""
     elif len(description) > MAX_DESCRIPTION_CHARS:
         errors.append(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
-    return (name, description.strip()), errors
+    invocable = data.get(_USER_INVOCABLE, True)
+    if not isinstance(invocable, bool):
+        errors.append(f"{_USER_INVOCABLE} must be true or false (false: only the agent uses the skill, /name refuses)")
+        invocable = True
+    return (name, description.strip(), invocable), errors
 
 
 def confined_file(folder: Path, relative: str) -> None:
@@ -275,10 +281,9 @@ def _link_problems(body: str, folder: Path, label: str) -> list[Problem]:
     return problems
 
 
-def unfilled(name: str) -> str:
-    """The warning for a skill body holding `$ARGUMENTS`: klaw fills no placeholder (decision 527)."""
+def shadowed(name: str) -> str:
+    """The warning for a skill named like one of klaw's commands: `/name` runs the command (decision 529)."""
     return (
-        f"holds $ARGUMENTS, which klaw never fills: the agent reads the skill as written, and /{name} takes no"
-        f' arguments (a person asks in words, "use the {name} skill for Tbilisi"); say in the body what to take'
-        " from the person's message instead (e.g. 'the city the person names')"
+        f"/{name} is klaw's command, so typing /{name} runs the command, not this skill (the agent can still use it);"
+        " rename the folder and its name to call the skill by /name"
     )
