@@ -9,7 +9,10 @@ engine's start (`extra`): `forget` (`klaw memory forget` beside the engine), `me
 serve`), `cancel_turn` (`{"channel", "chat_id"}` → `{"cancelled": bool}`: Ctrl-C in an attached `klaw chat`
 stops that chat's turn, engine/turn_cancel.py, decision 496), `nobody_can_answer` (`{"channel", "chat_id",
 "id"}` → `{"ended": bool, "said"}`: a piped attached `klaw chat` ends its question unrun, decision 516), `piped`
-(`{"channel", "chat_id"}` → `{"noted": true}`: once that connection closes, its chat's new questions end unrun, 521).
+(`{"channel", "chat_id"}` → `{"noted": true}`: once that connection closes, its chat's new questions end unrun, 521),
+`status` (`klaw status`, 510), `schedule` (`{"action", "name"}`: `klaw schedule remove|add|run` beside the engine,
+engine/schedule_query.py, 526), `running_tool` (`{"channel", "chat_id"}` → `{"tool", "seconds", "limit_seconds",
+"limit_words"}`: an attached terminal's spinner names the tool under way, 527).
 """
 
 from __future__ import annotations
