@@ -40,6 +40,8 @@ async def test_a_pipe_beside_an_attached_terminal_is_answered_at_once_and_shown_
                 assert "waiting for it to leave" not in err and "Traceback" not in err, err
                 screen = await term.wait_for_prompt_after("the pipe's answer", "the piped reply in the terminal")
                 assert screen.index(PIPED_IN) < screen.index("the pipe's answer")
+                # The terminal shows the reply, not the piped message: the pipe says so (decision 528)
+                assert "hello from cron" not in screen and "the terminal shows its reply" in folded(err), err
                 # Its turn asks to run a tool: asked in the terminal, where someone can say yes.
                 model.reply_tool_calls([("file_write", {"path": "beside.txt", "content": "from cron"})])
                 model.reply_text("Wrote beside.txt.")

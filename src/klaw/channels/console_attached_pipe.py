@@ -34,7 +34,7 @@ _LEFT = re.compile(r"\(no answer (in the .+? left|within .+?) means no\)")
 
 
 BESIDE_TERMINAL = (
-    "A `klaw chat` terminal is attached: this message went into its chat, and the terminal shows it with its reply."
+    "A `klaw chat` terminal is attached: this message went into its chat, and the terminal shows its reply."
 )
 
 
