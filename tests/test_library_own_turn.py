@@ -113,3 +113,11 @@ async def test_a_command_that_waits_on_no_turn_is_answered_to_a_tool_of_its_own_
         approve = await agent.ask("alice", "relay to alice: /approve")
         assert "OwnTurnRunning: a tool cannot ask /approve of its own chat" in approve, approve
         assert (await agent.ask("alice", "relay to bob: /status")).startswith("tool said: Uptime: ")
+        # a skill's call is a message with a turn (decision 529): refused of the tool's own chat, asked of another's
+        skill = tmp_path / "home" / "workspace" / "skills" / "weather-report"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text("---\nname: weather-report\ndescription: Weather.\n---\nCity: $1\n", "utf-8")
+        called = await agent.ask("alice", "relay to alice: /weather-report Oslo")
+        assert "OwnTurnRunning: a tool cannot ask its own chat (library:alice) while its turn runs" in called, called
+        other = await agent.ask("alice", "relay to bob: /weather-report Oslo")
+        assert other == "tool said: answer to /weather-report Oslo", other

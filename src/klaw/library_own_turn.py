@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from klaw.command_syntax import parse_command
+from klaw.command_syntax import ENGINE_COMMANDS, parse_command
 from klaw.errors import KlawError
 from klaw.store.records import ChatRef
 
@@ -47,7 +47,7 @@ class AskChains:
         if caller is None:
             return
         command = parse_command(text)
-        if command is not None:
+        if command is not None and command.name in ENGINE_COMMANDS:  # another `/name` may call a skill: a turn (529)
             if caller == asked and command.name in TURN_COMMANDS:
                 raise OwnTurnRunning(
                     f"a tool cannot ask /{command.name} of its own chat ({_name(asked)}) while its turn runs:"

@@ -29,9 +29,10 @@ from tests.channels.stack import running_stack
 from tests.channels.test_telegram import ANA, TOKEN
 from tests.channels.test_web_app import session_csrf
 from tests.channels.test_web_guard import sign_in_with, web_channel
-from tests.cli.chat_terminal import chat_env, init_home
+from tests.cli.chat_terminal import chat_env, greeted_chat, init_home, terminal
 from tests.cli.piped_chat import piped
 from tests.engine.harness import CHAT, running_engine
+from tests.serve_helpers import running, stop, web_page
 
 WEATHER = """---
 name: weather-report
@@ -180,3 +181,49 @@ async def test_the_web_page_and_telegram_call_a_skill(telegram: FakeTelegram) ->
         await telegram.wait_for_sent(2)
         assert "house-rules skill is not called by name" in telegram.sent_to(ANA)[1]
         await asyncio.sleep(0)
+
+
+async def test_the_console_calls_a_skill_in_a_terminal(tmp_path: Path) -> None:
+    """`klaw chat` at a terminal (tmux): the reply to `/weather-report …` is shown, and `/help` lists the skill."""
+    home = tmp_path / "home"
+    init_home(home)
+    write_skills(home / "workspace" / "skills")
+    async with FakeOpenAiServer() as model:
+        model.reply_text("Tbilisi is sunny.")
+        async with greeted_chat(chat_env(home, model.base_url), tmp_path) as term:
+            await term.type_line("/weather-report Tbilisi metric")
+            await term.wait_for_prompt_after("Tbilisi is sunny.", "the skill's reply")
+            system, user = received(model.chat_requests[-1].body)
+            assert user == "/weather-report Tbilisi metric" and FILLED in system, system
+            await term.type_line("/help")
+            screen = await term.wait_for_prompt_after("Skills (", "/help's skills")
+            assert "/garden-plan" in screen and "/house-rules" not in screen, screen
+            await term.type_line("/exit")
+            assert await term.exit_status() == 0
+
+
+async def test_beside_klaw_serve_a_pipe_and_a_terminal_call_a_skill(tmp_path: Path) -> None:
+    """Beside a running `klaw serve` the chat's text goes over engine.sock as a command frame: the engine makes the
+    skill's call a message there too, and the reply comes back to the pipe and to the attached terminal."""
+    home = tmp_path / "home"
+    init_home(home)
+    write_skills(home / "workspace" / "skills")
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            model.reply_text("Tbilisi: 21 C.")
+            code, out, err = await piped(env, "/weather-report Tbilisi metric")
+            assert (code, out) == (0, "Tbilisi: 21 C.\n"), err
+            system, user = received(model.chat_requests[-1].body)
+            assert user == "/weather-report Tbilisi metric" and FILLED in system, system
+            model.reply_text("Oslo: 3 C.")
+            async with terminal([sys.executable, "-m", "klaw", "chat"], env, tmp_path) as term:
+                await term.wait_for_prompt_after("Type /help", "the attached greeting")
+                await term.type_line("/weather-report Oslo imperial")
+                await term.wait_for_prompt_after("Oslo: 3 C.", "the skill's reply")
+                await term.type_line("/exit")
+                assert await term.exit_status() == 0
+            system, user = received(model.chat_requests[-1].body)
+            assert "Report the weather for Oslo in imperial units." in system, system
+            await stop(serve)
