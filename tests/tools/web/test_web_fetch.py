@@ -5,6 +5,7 @@ or redirects too often is refused with a reason, never fetched."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from klaw.tools.registry import ToolRegistry
 from klaw.tools.schema import ToolContext
 from klaw.tools.web.errors import AddressRefused, WebError
 from klaw.tools.web.fetch import WebFetcher
+from klaw.tools.web.plain_html import too_big
 from klaw.tools.web.readable import FENCE_CLOSE, FENCE_OPEN, readable_page
 from klaw.tools.web.tools import register_web_tools
 from tests.tools.web.pages import PageServer, page_routes, serving
@@ -172,3 +174,23 @@ async def test_the_tool_result_is_an_error_the_model_reads_and_the_log_has_no_tr
     assert "web.fetch.allowAddresses, then restart klaw" in result.content
     assert pages.requests == []
     assert not [r for r in caplog.records if r.name == "klaw.tools.calls"]  # a refusal, not a failure
+
+
+async def test_a_big_page_is_measured_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review of session 56 (decision 528): decision 523's count of a page's elements ran on the event loop,
+    ~90 ms of CPU for a 4.8 MB page of 600,000 `<p>word`, every chat's turn waiting meanwhile."""
+    from klaw.tools.web import readable
+    from klaw.tools.web.fetch import FetchedPage
+
+    threads: list[threading.Thread] = []
+
+    def measured(text: str) -> tuple[int, int] | None:
+        threads.append(threading.current_thread())
+        return too_big(text)
+
+    monkeypatch.setattr(readable, "too_big", measured)
+    html = "<html><body>" + "<p>word" * 30_000 + "</body></html>"
+    page = FetchedPage("http://127.0.0.1/big", "text/html", html, len(html), ())
+    text = await readable_page(page, 1_000)
+    assert "Read without layout: the page has 30,002 elements" in text
+    assert threads and threading.main_thread() not in threads

@@ -103,7 +103,7 @@ def fence(text: str) -> str:
 async def readable_page(page: FetchedPage, max_chars: int, one_at_a_time: asyncio.Lock | None = None) -> str:
     """The tool result for `page`: where it came from, its title, its text (fenced), and what was cut.
     `one_at_a_time`: held while trafilatura reads the page (the engine's one lock, tools.py)."""
-    big = too_big(page.text) if page.is_html else None
+    big = await asyncio.to_thread(too_big, page.text) if page.is_html else None  # ~90 ms for 600,000 tags (528)
     if big is not None:
         title, text = await asyncio.to_thread(plain_text, page.text)
     elif page.is_html:
