@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from klaw.channels.console_attached import PIPED_IN
 from klaw.channels.console_attached_pipe import BESIDE_TERMINAL
 from klaw.llm.fake_server import FakeOpenAiServer
@@ -94,3 +96,16 @@ async def test_a_pipe_beside_a_terminal_killed_leaves_its_question_to_the_termin
                 assert list((home / "gateway" / "terminal").glob("piped-*")) == []
                 await term.type_line("/exit")
                 assert await term.exit_status() == 0
+
+
+def test_the_readme_says_a_pipe_beside_a_terminal_goes_in_at_once() -> None:
+    """Review of session 56 (decision 528): README.md's `klaw chat` row still said a pipe waits for an attached
+    terminal to leave, up to 300 s, then exits 75, which decision 527 ended."""
+    row = next(
+        line
+        for line in (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `klaw chat` |")
+    )
+    if "terminal to leave" in row:
+        pytest.fail(row)
+    assert "terminal attached, it goes into that terminal's chat at once" in row
