@@ -45,3 +45,12 @@ async def test_forgetting_a_segment_asks_first_and_names_the_other_spelling(tmp_
         last = await command(h, "/forget last")  # one exchange: at once, as before
         assert last.startswith("Forgot exchange "), last
         assert "kestrel" not in log_text(h.home)
+
+
+def test_the_readme_names_the_confirm_a_segment_asks_for() -> None:
+    """Review of session 56 (decision 528): README.md's slash-command line gave /forget's forms but not the
+    `confirm` a segment now asks for, nor `/help NAME` (decision 527)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if line.startswith("`/context`"))
+    assert "/forget last|" in line and "`confirm`" in line, line
+    assert "`/help [NAME]`" in readme
