@@ -99,6 +99,10 @@ def test_a_postgres_home_is_told_to_dump_its_database_and_an_archive_is_never_re
     assert again.returncode == 2 and "exists already" in again.stderr and "Traceback" not in again.stderr
     inside = klaw_here(home, "backup", str(home))
     assert inside.returncode == 2 and "is inside the home" in inside.stderr and not list(home.glob("*.tgz"))
+    # A missing folder inside the home is refused before it is made (decision 528: it was made, then refused)
+    inside = klaw_here(home, "backup", f"{home}/backups/")
+    assert inside.returncode == 2 and "is inside the home" in inside.stderr, inside.stderr
+    assert not (home / "backups").exists()
 
 
 def test_a_file_gone_during_the_backup_is_passed_over(tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def backup(
     database = load_or_exit(home).config.database
     sqlite_file = home.database_file(database.path) if database.backend == "sqlite" else None
     target = Path(path).expanduser() if path else Path.cwd()
-    if path and path.endswith(("/", os.sep)) and not target.exists():
+    inside = target.resolve().is_relative_to(home.root.resolve())  # refused by back_up: nothing made there (528)
+    if path and path.endswith(("/", os.sep)) and not target.exists() and not inside:
         # `klaw backup ~/backups/` names a folder (as the README writes it): without this a file `backups`
         # was written, and the next backup into it refused as "exists already"
         try:
