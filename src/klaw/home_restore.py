@@ -130,11 +130,16 @@ def _remove_tree(top: Path) -> None:
             continue
 
 
+def _data(member: tarfile.TarInfo) -> int:
+    """A file member's data: a sparse file's extents, not its holes (what `klaw backup` counted, decision 528)."""
+    regions: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]  # typeshed says int
+    return sum(length for _, length in regions) if regions is not None else member.size
+
+
 def _on_disk(member: tarfile.TarInfo) -> int:
     """About what writing `member` takes on disk: its data (a sparse file's extents, not its holes), rounded
     up to 4 KiB blocks, and a block for its entry."""
-    regions: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]  # typeshed says int
-    data = sum(length for _, length in regions) if regions is not None else member.size
+    data = _data(member)
     return -(-data // _DISK_BLOCK) * _DISK_BLOCK + _DISK_BLOCK if member.isreg() else _DISK_BLOCK
 
 
@@ -199,7 +204,7 @@ def check_archive(archive: Path, progress: Progress | None = None) -> ArchiveFac
             facts.files += 1
             facts.links = facts.links or member.issym()
             facts.disk += _on_disk(member)
-            facts.bytes += member.size if member.isreg() else 0
+            facts.bytes += _data(member) if member.isreg() else 0
     if facts is None:
         raise RestoreError(f"{archive} is an empty archive, not a klaw backup: nothing was written")
     if facts.format == 0 and "engine.yaml" not in names:

@@ -116,6 +116,7 @@ def test_sparse_files_keep_their_holes_and_setuid_bits_stay_out(tmp_path: Path) 
         assert packed.getmember("workspace/sp/f0").size == 1 << 30
     back = klaw_here(home, "restore", str(archive), "--home", str(restored))
     assert back.returncode == 0, back.stdout + back.stderr
+    assert " 0.0 MB, made " in back.stdout, back.stdout  # the data, as the backup said: not 4,924 MB (528)
     for n in range(4):
         info = (restored / "workspace" / "sp" / f"f{n}").stat()
         assert info.st_size == 1 << 30 and info.st_blocks < 64, info
