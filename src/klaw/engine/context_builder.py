@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from klaw.command_syntax import parse_command
 from klaw.config import ContextConfig
 from klaw.engine.context_cut import MESSAGE_OVERHEAD_TOKENS as MESSAGE_OVERHEAD_TOKENS  # still named here
 from klaw.engine.context_cut import SAFETY_MARGIN as SAFETY_MARGIN
@@ -166,7 +167,9 @@ class ContextBuilder:
                 place("skills", skills)
                 if self.skill_call is not None and not subagent:
                     typed = [m.content for m in pending if m.role is Role.USER]
-                    place("skill_call", await asyncio.to_thread(self.skill_call, typed))  # reads SKILL.md
+                    if any(parse_command(text) is not None for text in typed):  # no thread hop for a message:
+                        # a turn's hop to a thread and back is ~0.5 ms at 1k (decision 529's addendum)
+                        place("skill_call", await asyncio.to_thread(self.skill_call, typed))  # reads SKILL.md
         pending_text = "\n".join(m.content for m in pending)
         tools_tokens = tools_layer(tools).tokens
         pending_tokens = approximate_token_count(pending_text) + MESSAGE_OVERHEAD_TOKENS
