@@ -242,8 +242,11 @@ def _walk(home: KlawHome, top: Path, skipped: set[Path], report: BackupReport) -
         if stat.S_ISDIR(mode):
             yield path, path.relative_to(home.root).as_posix()
             stack += children
-        elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):  # sockets, fifos: the running process's
+        elif stat.S_ISREG(mode) or stat.S_ISLNK(mode):
             yield path, path.relative_to(home.root).as_posix()
+        elif not stat.S_ISSOCK(mode):  # a socket is a running process's (engine.sock): passed over
+            kind = "a pipe" if stat.S_ISFIFO(mode) else "a device"  # klaw restore refuses them: named (decision 531)
+            report.left_out.append(f"{_shown(path.relative_to(home.root).as_posix())} ({kind}, not a file)")
 
 
 def _shown(name: str) -> str:

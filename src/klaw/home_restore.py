@@ -10,8 +10,10 @@ data, made files with the archive's modes, and said nothing about whether the re
 - The archive is read through once before anything is written: its first member is `klaw-backup.json`
   (home_backup.py) with a format this klaw knows (an archive from before that file, 512's, is taken when
   it holds engine.yaml at its top); every member is a file, folder or link below the home (no absolute
-  name, no `..`, no link leading out, no device); every byte is decompressed to the end, so a cut or
-  damaged archive is named as such (gzip checks its CRC and length there) before a file is made.
+  name, no `..`, no link leading out, no device, none written twice or through an earlier member's link, a
+  hard link only to a file before it, no name part over 255 bytes: decision 531); every byte is
+  decompressed to the end, so a cut or damaged archive is named as such (gzip checks its CRC and length
+  there) before a file is made. What `klaw-backup.json` says is judged in restore_manifest.py.
 - It is then extracted into a hidden folder beside the target (0700: nothing in it is reachable by
   others meanwhile), folders 0700 and files 0600 (0700 when the owner could run them) whatever the
   archive or the umask say, each file's time kept (the first start stores log lines newer than the
@@ -27,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
-import json
 import os
 import posixpath
 import shutil
@@ -40,35 +41,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from klaw.errors import KlawError
-from klaw.home_backup import FORMAT, MANIFEST
+from klaw.home_backup import MANIFEST
 from klaw.home_lock import holder_of
 from klaw.private_files import private_dirs
+from klaw.restore_manifest import ArchiveFacts, read_manifest
 
 Progress = Callable[[str, int, int], None]  # (stage: "checking" or "restoring", bytes read, bytes in all)
 _PIECE = 1 << 20
 _DISK_BLOCK = 4096
 DISK_MARGIN = 100 * 10**6  # left free beside the restored home (decision 524)
+_NAME_MAX = 255  # bytes in one part of a file's name (Linux, macOS)
 _DAMAGE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError)
 
 
 class RestoreError(KlawError, RuntimeError):
     """The archive cannot be restored there; the message says why and what to do. Nothing was written."""
-
-
-@dataclass
-class ArchiveFacts:
-    """What the archive says of itself (`klaw-backup.json`); format 0: made before that file existed."""
-
-    format: int
-    made: str = ""
-    klaw: str = ""
-    database: str | None = "klaw.db"  # its member; None: on PostgreSQL, not in the archive
-    postgres: bool = False
-    sandbox_packages: list[str] = field(default_factory=list)
-    files: int = 0
-    bytes: int = 0
-    links: bool = False  # it holds a symbolic link: each member's real path is checked as it is written
-    disk: int = 0  # what restoring it writes to disk: each file's data (a sparse one's holes not), a block each
 
 
 @dataclass
@@ -187,15 +174,14 @@ def check_archive(archive: Path, progress: Progress | None = None) -> ArchiveFac
     """Read `archive` through: a klaw backup of a known format, every member confined to the home, every
     byte there (`RestoreError` naming what is wrong otherwise). Writes nothing."""
     facts: ArchiveFacts | None = None
-    names: set[str] = set()
+    seen = _Seen()
     with _opened(archive, "checking", progress) as (members, stream):
         for member in members:
             if facts is None:
-                facts = _facts(archive, member, stream)
+                facts = read_manifest(archive, member, stream)
                 if member.name == MANIFEST:
                     continue
-            _confined(archive, member, names)
-            names.add(member.name)
+            _confined(archive, member, seen)
             if member.isreg() and member.sparse is None:  # a sparse member's data is read past all the same
                 data = stream.extractfile(member)
                 assert data is not None
@@ -207,6 +193,12 @@ def check_archive(archive: Path, progress: Progress | None = None) -> ArchiveFac
             facts.bytes += _data(member) if member.isreg() else 0
     if facts is None:
         raise RestoreError(f"{archive} is an empty archive, not a klaw backup: nothing was written")
+    names = seen.names
+    if facts.format > 0 and facts.database is not None and facts.database not in seen.files:
+        raise RestoreError(
+            f"{archive}'s {MANIFEST} names its database {facts.database!r}, which is not a file in the archive:"
+            " not one klaw wrote, nothing was written"
+        )
     if facts.format == 0 and "engine.yaml" not in names:
         first = ", ".join(sorted(names)[:3])
         raise RestoreError(
@@ -218,37 +210,19 @@ def check_archive(archive: Path, progress: Progress | None = None) -> ArchiveFac
     return facts
 
 
-def _facts(archive: Path, first: tarfile.TarInfo, stream: tarfile.TarFile) -> ArchiveFacts:
-    """The archive's own description, from its first member (format 0 when that is not `klaw-backup.json`)."""
-    if first.name != MANIFEST:
-        return ArchiveFacts(format=0)
-    data = stream.extractfile(first) if first.isreg() and first.size < _PIECE else None
-    try:
-        record = json.loads(data.read()) if data is not None else None
-        version = record["format"] if isinstance(record, dict) else None
-    except (ValueError, KeyError):
-        version = None
-    if not isinstance(record, dict) or not isinstance(version, int) or isinstance(version, bool):
-        raise RestoreError(f"{archive}'s {MANIFEST} is not one klaw wrote: not restored, nothing was written")
-    if version > FORMAT:
-        raise RestoreError(
-            f"{archive} was made by a newer klaw ({record.get('klaw', '?')}, backup format {version}; this klaw"
-            f" reads format {FORMAT} and older): upgrade klaw, then restore; nothing was written"
-        )
-    database = record.get("database")
-    packages = record.get("sandboxPackages")
-    return ArchiveFacts(
-        format=version,
-        made=str(record.get("made", "")),
-        klaw=str(record.get("klaw", "")),
-        database=database if isinstance(database, str) else None,
-        postgres=record.get("postgres") is True,
-        sandbox_packages=[str(name) for name in packages] if isinstance(packages, list) else [],
-    )
+@dataclass
+class _Seen:
+    """The members read so far, by their normalized names: every one, the files (a hard link may point at one
+    of these only), and the symbolic links (nothing may be written at or beneath one)."""
+
+    names: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+    links: set[str] = field(default_factory=set)
 
 
-def _confined(archive: Path, member: tarfile.TarInfo, seen: set[str]) -> None:
-    """`RestoreError` unless `member` is a file, folder or link that stays below the home."""
+def _confined(archive: Path, member: tarfile.TarInfo, seen: _Seen) -> None:
+    """`RestoreError` unless `member` is a file, folder or link that stays below the home, written once, not
+    through a link an earlier member made (decision 531), with a name each part of which a disk takes."""
     name = member.name
     where = f"{archive}'s member {name!r}"
     parts = name.split("/")
@@ -256,14 +230,36 @@ def _confined(archive: Path, member: tarfile.TarInfo, seen: set[str]) -> None:
         raise RestoreError(f"{where} would be written outside the home: not a klaw backup, nothing was written")
     if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
         raise RestoreError(f"{where} is a device or a pipe, which no klaw home holds: nothing was written")
+    if any(len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in parts):
+        raise RestoreError(
+            f"{where} has a part over {_NAME_MAX} bytes, longer than a file name may be: not a klaw backup,"
+            " nothing was written"
+        )
+    key = posixpath.normpath(name)
+    above = key.split("/")
+    if any("/".join(above[:end]) in seen.links for end in range(1, len(above))):
+        raise RestoreError(
+            f"{where} would be written through a link an earlier member made: not a klaw backup, nothing was written"
+        )
+    if key in seen.names:
+        raise RestoreError(
+            f"{where} is in the archive twice (the second would write over the first): not a klaw backup,"
+            " nothing was written"
+        )
     if member.issym():
         pointed = posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
         if member.linkname.startswith("/") or pointed == ".." or pointed.startswith("../"):
             raise RestoreError(
                 f"{where} is a link leading out of the home (to {member.linkname}): not restored, nothing was written"
             )
-    if member.islnk() and member.linkname not in seen:
-        raise RestoreError(f"{where} is a link to {member.linkname}, not a file before it: nothing was written")
+        seen.links.add(key)
+    if member.islnk():
+        if posixpath.normpath(member.linkname) not in seen.files:
+            raise RestoreError(f"{where} is a link to {member.linkname}, not a file before it: nothing was written")
+        seen.files.add(key)
+    if member.isreg():
+        seen.files.add(key)
+    seen.names.add(key)
 
 
 def _extract(archive: Path, staging: Path, progress: Progress | None, *, links: bool) -> None:

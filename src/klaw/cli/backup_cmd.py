@@ -17,6 +17,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, stdout_console
 from klaw.like_ctrl_c import stopped_like_ctrl_c
 from klaw.private_files import private_dirs
+from klaw.terminal_text import one_line
 
 RESTORE = (
     "Restore it: klaw restore {path} --home NEW_FOLDER (checked, then made a home; it never writes over a home"
@@ -79,7 +80,7 @@ def backup(
     out = stdout_console()
     out.print(f"Wrote {report.path} ({report.files} files, {report.bytes / 1e6:.1f} MB before compression; mode 0600).")
     if report.left_out:
-        out.print("Left out: " + ", ".join(report.left_out) + ".")
+        out.print("Left out: " + one_line(", ".join(report.left_out)) + ".")  # names shown, not obeyed
     out.print(RESTORE.format(path=report.path))
     if report.postgres:
         errors.print(PG_DUMP.format(variable=database.url_env or "KLAW_DATABASE_URL"))

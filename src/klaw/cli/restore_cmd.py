@@ -17,6 +17,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 from klaw.cli.context import fail, home_from_env, stderr_console, stdout_console
 from klaw.home import KlawHome
 from klaw.like_ctrl_c import stopped_like_ctrl_c
+from klaw.terminal_text import one_line
 
 if TYPE_CHECKING:
     from klaw.home_restore import RestoreReport
@@ -58,9 +59,9 @@ def restore(
 def _said(report: RestoreReport, home_given: bool) -> None:
     out = stdout_console()
     facts, counts = report.facts, report.counts
-    made = f", made {facts.made} by klaw {facts.klaw}" if facts.made else ""
+    made = f", made {_shown(facts.made)} by klaw {_shown(facts.klaw)}" if facts.made else ""
     size = f"{facts.files} files and folders, {facts.bytes / 1e6:.1f} MB{made}"
-    out.print(f"Restored {report.target} ({size}; folders 0700, files 0600).")
+    out.print(f"Restored {_shown(str(report.target))} ({size}; folders 0700, files 0600).")
     if counts.messages is not None:
         out.print(f"klaw.db opens: {counts.messages} messages in {counts.chats} chats.")
     out.print(
@@ -71,27 +72,47 @@ def _said(report: RestoreReport, home_given: bool) -> None:
     prefix = _prefix(report.target, home_given)
     steps: list[str] = []
     if counts.config_error is not None:
-        steps.append(f"engine.yaml does not load with this klaw, so klaw.db was not opened: {prefix}klaw config check")
+        steps.append(
+            f"engine.yaml does not load with this klaw, so klaw.db was not opened: {_shown(prefix)}klaw config check"
+        )
     if counts.postgres:
         steps.append(
-            f"its memory is in PostgreSQL (the variable {counts.url_env}), not in the archive: restore the database's"
-            " pg_dump first (docs/postgres.md, 'Restoring a backup')"
+            f"its memory is in PostgreSQL (the variable {_shown(counts.url_env)}), not in the archive: restore the"
+            " database's pg_dump first (docs/postgres.md, 'Restoring a backup')"
         )
     if counts.database_outside:
         steps.append(
-            f"engine.yaml's database.path is {counts.database_path}, outside the home; the archive's copy is at"
-            f" {report.target / (facts.database or 'outside-home')}: move it there, or set database.path to it"
+            f"engine.yaml's database.path is {_shown(counts.database_path)}, outside the home; the archive's copy is"
+            f" at {_shown(str(report.target / (facts.database or 'outside-home')))}: move it there, or set"
+            " database.path to it"
         )
     if facts.sandbox_packages:
-        steps.append(f"{prefix}klaw sandbox install {' '.join(facts.sandbox_packages)}   (sandbox/ is not in a backup)")
-    elif facts.format == 0 and counts.sandbox_backend != "none":  # made before the archive named its packages
+        names = " ".join(shlex.quote(name) for name in facts.sandbox_packages)
+        steps.append(f"{_shown(prefix)}klaw sandbox install {_shown(names)}   (sandbox/ is not in a backup)")
+    if facts.odd_packages:
+        odd = ", ".join(repr(name) for name in facts.odd_packages[:5]) + (" …" if len(facts.odd_packages) > 5 else "")
         steps.append(
-            f"packages you had installed for code_execute are not in a backup: {prefix}klaw sandbox install PKG…"
+            f"klaw-backup.json also lists {len(facts.odd_packages)} that are not package names, left out of that"
+            f" command: {_shown(odd)}"
         )
-    steps.append(f"{prefix}klaw serve   (or {prefix}klaw chat; as a service: {prefix}klaw service install)")
+    if (
+        not facts.sandbox_packages and facts.format == 0 and counts.sandbox_backend != "none"
+    ):  # made before the archive named its packages
+        steps.append(
+            f"packages you had installed for code_execute are not in a backup: {_shown(prefix)}klaw sandbox install"
+            " PKG…"
+        )
+    shown = _shown(prefix)
+    steps.append(f"{shown}klaw serve   (or {shown}klaw chat; as a service: {shown}klaw service install)")
     out.print("Next:")
     for step in steps:
         out.print(f"  {step}")
+
+
+def _shown(text: str) -> str:
+    """`text` from the archive or its engine.yaml as printed: on one line, every control character shown, not
+    obeyed (an ESC [2J in `klaw` cleared the screen; decision 531). stdout_console reads no markup."""
+    return one_line(text)
 
 
 def _prefix(target: Path, home_given: bool) -> str:
