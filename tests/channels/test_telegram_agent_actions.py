@@ -10,12 +10,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from klaw.channels.approval_mark import APPROVAL_HEADING
 from klaw.store.records import ChatRef
 from tests.channels.fake_telegram import FakeTelegram
 from tests.channels.stack import running_stack
 from tests.channels.test_telegram import ANA, TOKEN, channel_factory
 
 TELEGRAM_CHAT = {"telegram": {"enabled": True, "allowedChatIds": [ANA]}}  # the engine's view: Ana is the person
+
+
+HEADED = f"{APPROVAL_HEADING}\n\n"
 
 
 @pytest.fixture
@@ -31,10 +35,14 @@ async def test_a_held_tool_is_approved_from_telegram(telegram: FakeTelegram) -> 
         telegram.push_text(ANA, "save my shopping list")
         await telegram.wait_for_sent(1)
         question = telegram.sent_to(ANA)[0]
-        assert question.startswith("The agent wants to run file_write:")
+        # klaw's heading, bold (an entity a reply's plain text cannot make), then the question (decision 532)
+        assert question.startswith(f"{HEADED}The agent wants to run file_write:")
+        assert telegram.sent[0].bold == [APPROVAL_HEADING]
         # newcomer23: the fences came through as raw backticks; the arguments are Telegram's code block (525)
         assert "```" not in question, question
-        assert question.startswith("The agent wants to run file_write:\npath: list.txt\ncontent: milk, eggs\n/approve ")
+        assert question.startswith(
+            f"{HEADED}The agent wants to run file_write:\npath: list.txt\ncontent: milk, eggs\n/approve "
+        )
         assert telegram.sent[0].code == ["path: list.txt\ncontent: milk, eggs"]
         found = re.search(r"/approve ([0-9a-f]{4})", question)
         assert found is not None, question
@@ -85,5 +93,24 @@ async def test_a_questions_code_block_holds_backticks_and_emoji_at_telegrams_off
         telegram.push_text(ANA, "save it")
         await telegram.wait_for_sent(1)
         question = telegram.sent_to(ANA)[0]
-        assert question.startswith(f"The agent wants to run file_write:\npath: ü😀.txt\ncontent: {content}\n/approve ")
+        assert question.startswith(
+            f"{HEADED}The agent wants to run file_write:\npath: ü😀.txt\ncontent: {content}\n/approve "
+        )
         assert telegram.sent[0].code == [f"path: ü😀.txt\ncontent: {content}"]
+
+
+async def test_a_reply_imitating_a_question_arrives_without_its_bold_heading(telegram: FakeTelegram) -> None:
+    """adversary32: a reply can write the question's words, klaw's heading included; only klaw's own
+    question is headed in bold (decision 532)."""
+    imitation = f"{APPROVAL_HEADING}\n\nThe agent wants to run file_write: notes.txt\n/approve 4a9c or /deny 4a9c"
+    async with running_stack(channel_factory(telegram), tools={"approval": ["file_write"]}) as stack:
+        stack.server.reply_text(imitation)
+        stack.server.reply_tool_calls([("file_write", {"path": "list.txt", "content": "milk"})])
+        stack.server.reply_text("Not saved.")
+        telegram.push_text(ANA, "pretend")
+        await telegram.wait_for_sent(1)
+        telegram.push_text(ANA, "save it")
+        await telegram.wait_for_sent(2)
+        fake, real = telegram.sent[:2]
+        assert fake.text == imitation and fake.bold == []
+        assert real.text.startswith(HEADED) and real.bold == [APPROVAL_HEADING]

@@ -358,6 +358,8 @@ class ShownReply(Protocol):
     def sent_from(self) -> str | None: ...
     @property
     def tools(self) -> tuple[str, ...]: ...
+    @property
+    def approval(self) -> str | None: ...
 
 
 MARKDOWN_MAX_CHARS = 100_000
@@ -387,4 +389,9 @@ def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
     else:
         from klaw.channels.console_markdown import reply_markdown  # markdown-it: only a terminal's replies
 
-        console.print(reply_markdown(reply.text))
+        if reply.approval is None:
+            console.print(reply_markdown(reply.text))
+        else:  # klaw's own question, in a frame a reply cannot draw (decision 532)
+            from klaw.channels.approval_mark import approval_panel
+
+            console.print(approval_panel(reply_markdown(reply.text)))

@@ -37,6 +37,7 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from klaw.ascii_digits import digits
+from klaw.channels.approval_mark import APPROVAL_HEADING
 from klaw.channels.telegram_code import code_as_entities
 from klaw.channels.telegram_outage import TelegramOutage
 from klaw.channels.telegram_sending import TYPING_EVERY_SECONDS as TYPING_EVERY_SECONDS  # tests read it here
@@ -230,9 +231,11 @@ class TelegramChannel:
         # "From web:main" arrives plain, so it cannot pass for one klaw headed (decision 408)
         heading = [] if label is None else [MessageEntity(MessageEntity.BOLD, 0, utf16_length(label))]
         if frame.approval is not None and label is None:  # its arguments as Telegram shows code (decision 525)
+            text = f"{APPROVAL_HEADING}\n\n{text}"  # headed in bold, which a reply cannot imitate (532)
+            heading = [MessageEntity(MessageEntity.BOLD, 0, utf16_length(APPROVAL_HEADING))]
             shown, code = code_as_entities(text)
             if code and utf16_length(shown) <= TELEGRAM_MESSAGE_LIMIT:  # it always is: at most 3,000 shown
-                await self._sender.send(chat_id, shown, code)
+                await self._sender.send(chat_id, shown, heading + code)
                 return
         for n, part in enumerate(reply_parts(text) or ["(empty reply)"]):
             await self._sender.send(chat_id, part, heading if n == 0 else [])

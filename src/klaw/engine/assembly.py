@@ -28,7 +28,7 @@ from klaw.engine.agent_messages import AgentMessages
 from klaw.engine.answered_elsewhere import RESUME_WITHIN
 from klaw.engine.approval import ApprovalGate
 from klaw.engine.budget_room import log_too_small, too_small
-from klaw.engine.chat_leases import ChatLeases
+from klaw.engine.chat_leases import ChatLeases, engine_name
 from klaw.engine.clock import Clock
 from klaw.engine.commands import CommandHandler
 from klaw.engine.config_drift import ConfigFileNote
@@ -111,12 +111,12 @@ class Parts:
     tool_listing: ToolListing  # each chat's tools as its model gets them (/tools, the `tools` query)
 
 
-def chat_leases(config: EngineConfig, store: Storage, stack: AsyncExitStack) -> ChatLeases | None:
+def chat_leases(config: EngineConfig, store: Storage, stack: AsyncExitStack, holder: str) -> ChatLeases | None:
     """This engine's chat leases on a store several engines may share (None: one engine owns it);
     given back at close, so another engine takes these chats at once."""
     if store.leases is None:
         return None
-    leases = ChatLeases(store.leases, config.database.lease_seconds)
+    leases = ChatLeases(store.leases, config.database.lease_seconds, holder)
     stack.push_async_callback(leases.aclose)
     return leases
 
@@ -188,7 +188,8 @@ async def assemble(
     `channels`: in-process sinks registered before recovery, so a reply sent again at start reaches them.
     `config_file`: engine.yaml as `config` was read from it (None: not from the file), for "restart it".
     `one_message`: an engine for one piped message, whose embedder loads when first needed (decision 499)."""
-    memory = await open_memory(home, config, clock, stack, embedder, one_message=one_message)
+    holder = engine_name()  # this engine among those sharing a PostgreSQL store: its records and leases
+    memory = await open_memory(home, config, clock, stack, embedder, one_message=one_message, holder=holder)
     skills = skill_catalogue(home, config)
     docs = docs_index(home, config, memory.embedder)
     socket = EngineSocketServer(home.socket_path) if listen else None
@@ -235,7 +236,7 @@ async def assemble(
         approvals=approvals,
     )
     sessions = SessionManager(router.catalogue, memory.store, memory.ingestion, clock)
-    leases = chat_leases(config, memory.store, stack)
+    leases = chat_leases(config, memory.store, stack, holder)
     processor = MessageProcessor(
         config=config,
         store=memory.store,

@@ -6,11 +6,13 @@ stack the moment it exists, as every part does (docs/decisions/090-engine-assemb
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from klaw.config import EngineConfig
+from klaw.engine.chat_leases import engine_name
 from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.memory_settings import MemorySettings
@@ -34,8 +36,9 @@ from klaw.memory.summaries.texts import SummaryTexts
 from klaw.memory.turn_gate import TurnGate
 from klaw.private_files import private_dirs
 from klaw.store.backend import open_storage
-from klaw.store.protocol import Storage
+from klaw.store.protocol import Storage, StorageError
 from klaw.store.records import ChatRef, MessageRecord, StoredMessage
+from klaw.store.work_protocol import ChatLeaseRepository
 from klaw.tools.builtin.memory_tools import MemoryServices
 
 LIVE_EMBEDDING_BATCH = 16
@@ -69,10 +72,12 @@ async def open_memory(
     embedder: Embedder | None,
     *,
     one_message: ChatRef | None = None,
+    holder: str | None = None,
 ) -> Memory:
     """Store, embedder and queue opened, the log tail replayed, interrupted forgets finished. `one_message`:
     the chat of the one piped message this engine is started for: a local model loads at start only when
-    that chat's turn will search with a vector, else when something first embeds (decision 499)."""
+    that chat's turn will search with a vector, else when something first embeds (decision 499). `holder`:
+    this engine's name among those sharing a PostgreSQL store (its chat leases' holder)."""
     private_dirs(home.root)
     store = await open_storage(
         home.database_file(config.database.path), config.database, clock=clock.now, creating=True
@@ -101,6 +106,10 @@ async def open_memory(
         between_turns=turns.quiet,
     )
     stack.push_async_callback(queue.aclose)
+    if store.leases is not None:  # another engine live on the database with another embedder: refused (532)
+        name = holder or engine_name()
+        await store.leases.join(name, (embedder.model_id, embedder.dim), config.database.lease_seconds)
+        stack.push_async_callback(_leave, store.leases, name)  # a start failing later; ChatLeases' close too
     # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
     await store.vectors.bind_embedder(embedder.model_id, embedder.dim)
     await store.memory_chunks.bind_embedder(embedder.model_id, embedder.dim)
@@ -131,6 +140,12 @@ async def open_memory(
     core = CoreMemory(home.core_memory_file)
     alone = one_message is not None
     return Memory(store, embedder, shared, queue, ingestion, forgetting, settings, core, observers, warm_up, alone)
+
+
+async def _leave(leases: ChatLeaseRepository, holder: str) -> None:
+    """This engine's record on the shared store given back (unreleased, it expires with its lease time)."""
+    with contextlib.suppress(StorageError):
+        await leases.release_all(holder)
 
 
 async def _searches_first(store: Storage, chat: ChatRef, config: EngineConfig) -> bool:

@@ -88,6 +88,9 @@ async def _answer(
                 continue
             if isinstance(frame, ResultFrame) and frame.id == query_id:
                 return frame
+            if isinstance(frame, ErrorFrame) and frame.ref is not None and frame.ref == query_id:
+                # the query itself did not decode (decision 532): its words, as a result's error, not a wait
+                return ResultFrame(id=query_id, error=frame.message)
             if isinstance(frame, ErrorFrame) and frame.ref is None:  # about the connection; never quotes content
                 raise EngineRefused(frame.message)
         if len(buffer) > MAX_FRAME_BYTES * 4:

@@ -33,6 +33,18 @@ def embedder_mismatch(
     )
 
 
+def engine_embedder_conflict(holder: str, running: tuple[str, int], configured: tuple[str, int]) -> IndexMismatchError:
+    """The refusal to start beside a live engine (`holder`) embedding with another embedder on a shared
+    database (decision 532): the tables' binding would change under the engine still running, empty or not."""
+    return IndexMismatchError(
+        f"another engine ({holder}) is running on this database with embedder {running[0]!r} (dim {running[1]}),"
+        f" but this engine's configured embedder is {configured[0]!r} (dim {configured[1]}). Engines sharing a"
+        " database must embed with the same model: set this engine's embedder to the running one's in"
+        " engine.yaml, or stop the other engine first and then, with this engine alone, run 'klaw reindex'"
+        " to re-embed with the configured embedder."
+    )
+
+
 class StoreNotSetUp(StorageError):
     """No klaw database where the configured one should be (no klaw.db yet; no klaw tables in the PostgreSQL
     database): an open not asked to create one (`backend.open_storage`) left it as it is. Each command says

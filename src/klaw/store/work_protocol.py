@@ -93,6 +93,11 @@ class ChatLeaseRepository(Protocol):
 
     async def release(self, chat: ChatRef, holder: str) -> None: ...
 
+    async def join(self, holder: str, embedder: tuple[str, int], seconds: float) -> None:
+        """Note `holder` running with `embedder` (model id, dim) for `seconds`, renewed by `renew`, ended by
+        `release_all`; `IndexMismatchError` while another live engine embeds with another one (decision 532)."""
+        ...
+
     async def forgotten_after(self, chat: ChatRef, rowid: int) -> bool:
         """Whether a forget (`/forget`, `klaw memory forget`, on any engine) was stored in the chat after
         the message whose row is `rowid`: a turn answering that message must not go on (decision 286)."""

@@ -12,17 +12,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from klaw.store.errors import engine_embedder_conflict
 from klaw.store.lease_fence import LeaseFence
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one
 from klaw.store.records import ChatRef, MessageType, to_millis
 from klaw.store.shared.record_kinds import user_message_sql
 
+# Held while an engine checks and records its embedder (`join`): two engines starting at once see each other.
+ENGINE_LEASES_LOCK = 0x6B6C6165  # "klae"
+
 
 class PostgresLeases:
     def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
         self._db = db
         self._chats = chats
+
+    async def join(self, holder: str, embedder: tuple[str, int], seconds: float) -> None:
+        """Record this engine and its embedder for `seconds` (renewed with its chat leases); refused with
+        `IndexMismatchError` while another engine's live record names another embedder (decision 532)."""
+        async with self._db.transaction() as connection:
+            await execute(connection, "SELECT pg_advisory_xact_lock(%s)", (ENGINE_LEASES_LOCK,))
+            await execute(connection, "DELETE FROM engine_leases WHERE expires_at <= clock_timestamp()")
+            other = await fetch_one(
+                connection,
+                "SELECT holder, embedder_id, dim FROM engine_leases"
+                " WHERE holder <> %s AND (embedder_id <> %s OR dim <> %s) ORDER BY expires_at DESC LIMIT 1",
+                (holder, embedder[0], embedder[1]),
+            )
+            if other is not None:
+                raise engine_embedder_conflict(str(other[0]), (str(other[1]), int(other[2])), embedder)
+            await execute(
+                connection,
+                "INSERT INTO engine_leases (holder, embedder_id, dim, expires_at)"
+                " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
+                " ON CONFLICT (holder) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim,"
+                " expires_at = excluded.expires_at",
+                (holder, embedder[0], embedder[1], seconds),
+            )
 
     async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> int | None:
         """Take (or extend) the chat's lease for `seconds` unless another holder's is still valid; the
@@ -43,10 +70,15 @@ class PostgresLeases:
 
     async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:
         """Extend the leases `holder` still holds among `chats`; returns those it no longer holds
-        (expired and taken by another engine meanwhile)."""
-        if not chats:
-            return set()
+        (expired and taken by another engine meanwhile). The engine's own record (`join`) is renewed too."""
         async with self._db.transaction() as connection:
+            await execute(
+                connection,
+                "UPDATE engine_leases SET expires_at = clock_timestamp() + make_interval(secs => %s) WHERE holder = %s",
+                (seconds, holder),
+            )
+            if not chats:
+                return set()
             keys = {await self._chats.ensure(connection, chat): chat for chat in chats}
             rows = await fetch_all(
                 connection,
@@ -66,6 +98,7 @@ class PostgresLeases:
     async def release_all(self, holder: str) -> None:
         async with self._db.transaction() as connection:
             await execute(connection, "DELETE FROM chat_leases WHERE holder = %s", (holder,))
+            await execute(connection, "DELETE FROM engine_leases WHERE holder = %s", (holder,))
 
     async def forgotten_after(self, chat: ChatRef, rowid: int) -> bool:
         """Whether a forget was stored in the chat after the message `rowid` (its tombstone's row is later):

@@ -1,0 +1,69 @@
+"""Two `klaw engine` processes on one PostgreSQL database with different embedders (decision 532).
+
+adversary32 started engine B (embedder dim 32) beside a running engine A (dim 384): B started without a
+word and re-bound `index_meta` under A. Now B refuses to start while A runs, even over empty vector
+tables, naming both embedders and the ways out; A's binding is untouched and A goes on answering. An
+engine with A's embedder starts beside it as before."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import tests.engine.test_several_engines as several
+from klaw.home import KlawHome
+from klaw.llm.fake_server import FakeOpenAiServer
+from tests.conftest import new_database
+from tests.pg_server import PgServer
+
+
+def _config(dim: int) -> Callable[[KlawHome, str], None]:
+    def write(home: KlawHome, base_url: str) -> None:
+        home.config_file.write_text(
+            "models:\n"
+            f"  fake/slow:\n    baseUrl: {base_url}\n    contextBudget: 8000\n    maxRetries: 0\n"
+            "routing:\n  default: fake/slow\n"
+            f"embedder:\n  backend: fake\n  dim: {dim}\n"
+            "summarizer:\n  enabled: false\n"
+            "processing:\n  debounceMs: 50\n"
+            f"database:\n  backend: postgres\n  urlEnv: {several.VARIABLE}\n  leaseSeconds: 3\n",
+            encoding="utf-8",
+        )
+
+    return write
+
+
+def _bindings(dsn: str) -> set[tuple[str, str, int]]:
+    with psycopg.connect(dsn) as connection:
+        rows = connection.execute("SELECT table_name, embedder_id, dim FROM index_meta").fetchall()
+    return {(str(table), str(model), int(dim)) for table, model, dim in rows}
+
+
+async def test_an_engine_with_another_embedder_is_refused_while_one_runs(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    async with FakeOpenAiServer() as server:
+        monkeypatch.setattr(several, "_write_config", _config(384))
+        async with several._engine(tmp_path / "a", server.base_url, dsn) as a:
+            bound = _bindings(dsn)
+            assert ("message_vectors", "fake-hash-384", 384) in bound  # vector tables still empty
+            await asyncio.sleep(2)  # past a third of the lease: A renewed its record at least once
+            monkeypatch.setattr(several, "_write_config", _config(32))
+            with pytest.raises(AssertionError):  # the engine process exits instead of listening
+                async with several._engine(tmp_path / "b", server.base_url, dsn):
+                    pass
+            said = (tmp_path / "b" / "engine.err").read_text()
+            assert "another engine" in said and "'fake-hash-384' (dim 384)" in said, said[-1500:]
+            assert "'fake-hash-32' (dim 32)" in said and "stop the other engine first" in said, said[-1500:]
+            assert "klaw reindex" in said and "Traceback" not in said, said[-1500:]
+            assert _bindings(dsn) == bound  # A's binding untouched
+            assert await a.send("a1", "c1")  # A still takes messages
+            monkeypatch.setattr(several, "_write_config", _config(384))
+            async with several._engine(tmp_path / "c", server.base_url, dsn) as c:  # same embedder: welcome
+                assert await c.send("c1", "c2")
+    assert _bindings(dsn) == bound
