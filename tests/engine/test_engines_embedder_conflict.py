@@ -8,6 +8,10 @@ engine with A's embedder starts beside it as before."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sqlite3
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +20,7 @@ import pytest
 
 import tests.engine.test_several_engines as several
 from klaw.home import KlawHome
+from klaw.home_init import initialise_home
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.conftest import new_database
 from tests.pg_server import PgServer
@@ -67,3 +72,49 @@ async def test_an_engine_with_another_embedder_is_refused_while_one_runs(
             async with several._engine(tmp_path / "c", server.base_url, dsn) as c:  # same embedder: welcome
                 assert await c.send("c1", "c2")
     assert _bindings(dsn) == bound
+
+
+def _sqlite_config(home: KlawHome, database: Path, dim: int) -> None:
+    home.config_file.write_text(
+        "models:\n  fake/x:\n    baseUrl: http://127.0.0.1:9/v1\n    contextBudget: 8000\n"
+        "routing:\n  default: fake/x\n"
+        f"embedder:\n  backend: fake\n  dim: {dim}\nsummarizer:\n  enabled: false\n"
+        f"database:\n  path: {database}\n",
+        encoding="utf-8",
+    )
+
+
+async def test_two_homes_pointed_at_one_sqlite_file_run_one_engine(tmp_path: Path) -> None:
+    """SQLite: one engine per home, and klaw.db in the home, unless `database.path` is absolute. Two homes
+    pointed at one file ran two engines on it, B re-binding `index_meta` to dim 32 under A (adversary32's
+    case, on SQLite). Now B is refused while A runs, naming the file and the way out."""
+    database = tmp_path / "shared" / "klaw.db"
+    homes = [KlawHome(tmp_path / name) for name in ("a", "b")]
+    for home, dim in zip(homes, (384, 32), strict=True):
+        initialise_home(home)
+        _sqlite_config(home, database, dim)
+
+    async def start(home: KlawHome) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "klaw", "engine", env={**os.environ, "KLAW_HOME": str(home.root)},
+            stdout=asyncio.subprocess.DEVNULL, stderr=(home.root / "engine.err").open("wb"),
+        )  # fmt: skip
+
+    a = await start(homes[0])
+    try:
+        async with asyncio.timeout(120):
+            while not homes[0].socket_path.exists():
+                assert a.returncode is None, (homes[0].root / "engine.err").read_text()
+                await asyncio.sleep(0.05)
+        b = await start(homes[1])
+        assert await asyncio.wait_for(b.wait(), 120) != 0
+        said = (homes[1].root / "engine.err").read_text()
+        assert f"is running on the SQLite database {database}" in said, said
+        assert "own database.path" in said and "Traceback" not in said, said
+        with sqlite3.connect(database) as connection:
+            rows = connection.execute("SELECT DISTINCT embedder_id, dim FROM index_meta").fetchall()
+        assert rows == [("fake-hash-384", 384)]
+    finally:
+        if a.returncode is None:
+            a.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(a.wait(), 60)

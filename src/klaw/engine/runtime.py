@@ -42,7 +42,7 @@ from klaw.engine.processor import Inbound
 from klaw.engine.queries import Answer, EngineQueries, named_chat
 from klaw.engine.schedule_query import schedule_answer
 from klaw.engine.scheduler_loop import Scheduler
-from klaw.engine.socket_file import hold_home
+from klaw.engine.socket_file import hold_database, hold_home
 from klaw.engine.status_query import status_answer
 from klaw.engine.turn_cancel import cancel_turn, cancel_turn_answer
 from klaw.home import KlawHome
@@ -137,6 +137,7 @@ class Engine:
         clock = clock or SystemClock()
         try:
             hold_home(home, lifetimes)  # first taken, last given back: the store is closed by then
+            hold_database(home, config.database.backend, config.database.path, lifetimes)  # klaw.db elsewhere (532)
             parts = await assemble(
                 home,
                 config,

@@ -50,6 +50,27 @@ def hold_home(home: KlawHome, stack: AsyncExitStack) -> None:
     stack.callback(lock.release)
 
 
+def hold_database(home: KlawHome, backend: str, configured_path: str, stack: AsyncExitStack) -> None:
+    """Hold the folder of a SQLite klaw.db kept outside the home (an absolute `database.path`) as a home is
+    held: two homes pointed at one file ran two engines on it, the second re-binding its vector tables to
+    its own embedder under the first (adversary32, decision 532). Inside the home, the home's lock does it."""
+    if backend != "sqlite":
+        return  # PostgreSQL: several engines share it by design (engine and chat leases)
+    database = home.database_file(configured_path)
+    folder = database.parent
+    if folder.resolve() == home.root.resolve():
+        return
+    try:
+        lock = HomeLock.acquire(folder)
+    except HomeHeldError as exc:
+        raise EngineAlreadyRunningError(
+            f"cannot start: {exc.holder.describe()} is running on the SQLite database {database}"
+            " (database.path): one engine per SQLite database. Give this home its own database.path,"
+            " or stop the other engine; engines sharing a database need PostgreSQL (docs/postgres.md)"
+        ) from None
+    stack.callback(lock.release)
+
+
 class SocketFile:
     """The socket file at `path`, and which inode is ours once bound."""
 
