@@ -137,10 +137,11 @@ class HomeLock:
         _held_here.add(self._identity)
 
     @classmethod
-    def acquire(cls, home_root: Path, role: str = ENGINE_ROLE) -> HomeLock:
-        """Hold `home_root` (created 0700 if missing) for `role`; raise `HomeHeldError` naming the holder."""
+    def acquire(cls, home_root: Path, role: str = ENGINE_ROLE, *, name: str = LOCK_FILE_NAME) -> HomeLock:
+        """Hold `home_root` (created 0700 if missing) for `role`; raise `HomeHeldError` naming the holder.
+        `name`: another lock file in that folder (a SQLite file's own, beside it: decision 532's addendum)."""
         private_dirs(home_root)
-        path = lock_path(home_root)
+        path = home_root / name
         try:
             descriptor = open_private(path, os.O_RDWR)
         except OSError as exc:

@@ -89,10 +89,13 @@ async def test_two_homes_pointed_at_one_sqlite_file_run_one_engine(tmp_path: Pat
     pointed at one file ran two engines on it, B re-binding `index_meta` to dim 32 under A (adversary32's
     case, on SQLite). Now B is refused while A runs, naming the file and the way out."""
     database = tmp_path / "shared" / "klaw.db"
-    homes = [KlawHome(tmp_path / name) for name in ("a", "b")]
-    for home, dim in zip(homes, (384, 32), strict=True):
+    homes = [KlawHome(tmp_path / name) for name in ("a", "b", "c", "d", "e")]
+    for home, dim in zip(homes, (384, 32, 32, 32, 32), strict=True):
         initialise_home(home)
         _sqlite_config(home, database, dim)
+    _sqlite_config(homes[2], database.with_name("other.db"), 32)  # another file in the same folder
+    _sqlite_config(homes[4], homes[4].root / "klaw.db", 32)  # a home's own file (its home lock holds it)
+    _sqlite_config(homes[3], homes[4].root / "klaw.db", 32)  # and another home pointed at it
 
     async def start(home: KlawHome) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -100,12 +103,26 @@ async def test_two_homes_pointed_at_one_sqlite_file_run_one_engine(tmp_path: Pat
             stdout=asyncio.subprocess.DEVNULL, stderr=(home.root / "engine.err").open("wb"),
         )  # fmt: skip
 
-    a = await start(homes[0])
-    try:
+    async def started(engine: asyncio.subprocess.Process, home: KlawHome) -> None:
         async with asyncio.timeout(120):
-            while not homes[0].socket_path.exists():
-                assert a.returncode is None, (homes[0].root / "engine.err").read_text()
+            while not home.socket_path.exists():
+                assert engine.returncode is None, (home.root / "engine.err").read_text()
                 await asyncio.sleep(0.05)
+
+    a = await start(homes[0])
+    c: asyncio.subprocess.Process | None = None
+    e: asyncio.subprocess.Process | None = None
+    try:
+        await started(a, homes[0])
+        # its own file beside A's runs (the lock was the folder's: C was refused as if on A's file)
+        c = await start(homes[2])
+        await started(c, homes[2])
+        e = await start(homes[4])
+        await started(e, homes[4])
+        d = await start(homes[3])
+        assert await asyncio.wait_for(d.wait(), 120) != 0
+        said = (homes[3].root / "engine.err").read_text()
+        assert f"is running on the SQLite database {homes[4].root / 'klaw.db'}" in said, said
         b = await start(homes[1])
         assert await asyncio.wait_for(b.wait(), 120) != 0
         said = (homes[1].root / "engine.err").read_text()
@@ -115,6 +132,7 @@ async def test_two_homes_pointed_at_one_sqlite_file_run_one_engine(tmp_path: Pat
             rows = connection.execute("SELECT DISTINCT embedder_id, dim FROM index_meta").fetchall()
         assert rows == [("fake-hash-384", 384)]
     finally:
-        if a.returncode is None:
-            a.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(a.wait(), 60)
+        for engine in (a, c, e):
+            if engine is not None and engine.returncode is None:
+                engine.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(engine.wait(), 60)

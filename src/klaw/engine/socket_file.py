@@ -51,17 +51,22 @@ def hold_home(home: KlawHome, stack: AsyncExitStack) -> None:
 
 
 def hold_database(home: KlawHome, backend: str, configured_path: str, stack: AsyncExitStack) -> None:
-    """Hold the folder of a SQLite klaw.db kept outside the home (an absolute `database.path`) as a home is
-    held: two homes pointed at one file ran two engines on it, the second re-binding its vector tables to
-    its own embedder under the first (adversary32, decision 532). Inside the home, the home's lock does it."""
+    """Hold a SQLite klaw.db kept outside the home (an absolute `database.path`): two homes pointed at one
+    file ran two engines on it, the second re-binding its vector tables to its own embedder under the first
+    (adversary32, decision 532). Inside the home, the home's lock does it. The lock is the file's own
+    (`NAME.engine.lock` beside it), so two files in one folder (/data/a.db, /data/b.db) each run an engine;
+    a file in another home (its engine.yaml beside it) is held by that home's lock, which its engine holds."""
     if backend != "sqlite":
         return  # PostgreSQL: several engines share it by design (engine and chat leases)
     database = home.database_file(configured_path)
     folder = database.parent
     if folder.resolve() == home.root.resolve():
         return
+    another_home = (folder / "engine.yaml").is_file()
     try:
-        lock = HomeLock.acquire(folder)
+        lock = (
+            HomeLock.acquire(folder) if another_home else HomeLock.acquire(folder, name=f"{database.name}.engine.lock")
+        )
     except HomeHeldError as exc:
         raise EngineAlreadyRunningError(
             f"cannot start: {exc.holder.describe()} is running on the SQLite database {database}"
