@@ -15,7 +15,6 @@ from klaw.cli.gateway_cmd import telegram_token_problem
 from klaw.cli.service_env import SERVICE_ENV, names_in
 from klaw.disk_trouble import unwritable
 from klaw.home import KlawHome
-from klaw.tools.web.addresses import metadata_warnings
 
 if TYPE_CHECKING:
     from klaw.config import EngineConfig
@@ -189,10 +188,11 @@ def check() -> None:
         warn(line)
     for line in _skill_problems(home, loaded.config):
         warn(line)
+    from klaw.engine.system_prompt import left_out
+    from klaw.tools.web.addresses import metadata_warnings  # here: not for `klaw --help` (test_cli_startup)
+
     for line in metadata_warnings(loaded.config.web.fetch.allowed_networks()):  # decision 523
         warn(f"warning: {line}")
-    from klaw.engine.system_prompt import left_out
-
     for line in left_out(home.workspace):  # every turn goes without it (decision 503)
         warn(f"warning: {line}")
     if (linked := _code_refused(home, loaded.config)) is not None:
