@@ -19,6 +19,10 @@ Here:
   `engine.lock`, `web_address`, `.private-walk` (so the restored home is checked for privacy once).
 - The archive is created 0600 whatever the umask, under a temporary name beside it, and given its name
   only once whole; an existing file is never replaced.
+- The disk it is written to must have room first (decision 536): the database copies, then an archive of
+  at most the tar of what is packed (gzip's output is never more than its input and a few bytes a block);
+  short of that it is refused with both figures, before the archive is opened. A full disk part-way
+  stopped everything else writing there (the engine's own log) before "cannot write …".
 - Its first member, `klaw-backup.json`, says what it is (`FORMAT`, the klaw that made it, when, which
   member is the memory's database, the sandbox's packages): `klaw restore` reads it before writing anything
   (home_restore.py, decision 522). It is not a file of the home: a home holding one (extracted by hand)
@@ -35,6 +39,7 @@ import errno
 import io
 import json
 import os
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -102,12 +107,15 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
     report = BackupReport(path=target, postgres=database is None)
     databases = [path for path in (database, home.scheduler_db) if path is not None and path.is_file()]
     manifest = _manifest(home, database)
+    copies = sum(_size(Path(f"{path}{suffix}")) for path in databases for suffix in ("", "-wal"))
+    _refuse_short_disk(target, copies, 0, 0)  # the copies are written beside the archive first
     with tempfile.TemporaryDirectory(prefix=".klaw-backup-", dir=target.parent) as scratch:
         snapshots = [(_snapshot(path, Path(scratch) / f"{n}.db"), path) for n, path in enumerate(databases)]
         # After the snapshots: every row they hold has its line in the log read below.
         plan = [(snapshot, _member(home, original)) for snapshot, original in snapshots]
         plan += list(_files(home, set(databases), report))
         total = sum(_size(path) for path, _ in plan)
+        _refuse_short_disk(target, 0, archive_bound(plan, len(manifest)), total)
         partial = target.parent / f".{target.name}.partial"
         descriptor = open_private(partial, os.O_WRONLY | os.O_EXCL)
         try:
@@ -129,6 +137,43 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
         finally:
             partial.unlink(missing_ok=True)
     return report
+
+
+def archive_bound(plan: list[tuple[Path, str]], manifest: int) -> int:
+    """The most the gzip'd tar of `plan` can take: each member's header (a PAX header before it for a long or
+    non-ASCII name), its data in 512-byte blocks (a sparse file's data and its map), the end blocks padded
+    to tar's 10 KiB record; deflate then adds at most 5 bytes a 16 KiB stored block, and gzip its header and
+    trailer. Taken from the files' sizes now: a log file appended to meanwhile is cut at what it held then."""
+    tar = 512 + _blocks(manifest)
+    for path, name in plan:
+        data = _size(path)
+        tar += 1024 + _blocks(2 * len(name.encode()) + 64) + _blocks(data) + _blocks(data // 128)
+    tar = -(-(tar + 1024) // tarfile.RECORDSIZE) * tarfile.RECORDSIZE
+    return tar + 5 * (tar // (16 << 10) + 1) + 1024
+
+
+def _blocks(size: int) -> int:
+    return -(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+
+
+def _refuse_short_disk(target: Path, copies: int, archive: int, data: int) -> None:
+    """`BackupError` when the disk of `target` has less free than the database copies (`copies`, written beside
+    the archive first) or the archive's upper bound (`archive`, for `data` bytes of files) need: a backup that
+    filled the disk part-way failed ("cannot write …") after stopping whatever else writes there."""
+    free = shutil.disk_usage(target.parent).free
+    needed = copies or archive
+    if needed <= free:
+        return
+    what = (
+        f"copies of the databases ({copies / 1e6:,.1f} MB) are made beside the archive first"
+        if copies
+        else f"the archive needs up to {archive / 1e6:,.1f} MB (its files hold {data / 1e6:,.1f} MB: compressed it"
+        " is usually smaller, but klaw cannot know by how much before writing it)"
+    )
+    raise BackupError(
+        f"{what}, and {target.parent} has {free / 1e6:,.1f} MB free: free some space there, or back up onto"
+        " another disk (klaw backup /other/disk/); nothing was written"
+    )
 
 
 def _manifest(home: KlawHome, database: Path | None) -> bytes:
