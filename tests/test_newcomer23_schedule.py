@@ -187,3 +187,31 @@ async def test_a_one_off_task_runs_once_at_its_time_and_is_then_done(tmp_path: P
             listed = await asyncio.to_thread(klaw_here, home.root, "schedule", "list")
     said = " ".join(listed.stdout.split())
     assert "once at 2030-12-01 17:00 (done)" in said and "(completed)" in said, said
+
+
+def test_the_example_a_refused_time_gives_is_itself_accepted_whatever_the_day(tmp_path: Path) -> None:
+    """The words gave '2026-12-01 17:00' as their example: from that day on, a person typing the example was told
+    it had passed (decision 536). The example is tomorrow at 17:00 now, on the day it is said."""
+    import re
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from klaw.scheduling.schedules import InvalidSchedule
+
+    home = _home(tmp_path)
+    bad = klaw_here(home.root, "schedule", "add", "call", "--at", "friday 5pm", "-m", "x")
+    assert bad.returncode == 2, bad.stderr
+    example = re.search(r"e\.g\. '([^']+)'", " ".join(bad.stderr.split()))
+    assert example is not None, bad.stderr
+    retyped = klaw_here(home.root, "schedule", "add", "call", "--at", example.group(1), "-m", "x")
+    assert retyped.returncode == 0, retyped.stderr
+    for zone in (UTC, ZoneInfo("Pacific/Kiritimati"), ZoneInfo("Pacific/Pago_Pago")):
+        for now in (datetime(2027, 3, 1, 23, 59, tzinfo=UTC), datetime(2031, 12, 31, 0, 1, tzinfo=UTC)):
+            try:
+                TaskSchedule.at("friday 5pm", zone, now)
+            except InvalidSchedule as refused:
+                words = str(refused)
+            examples = re.findall(r"'(\d{4}-[^']+)'", words)
+            assert len(examples) == 2, words
+            for typed in examples:
+                assert TaskSchedule.at(typed, zone, now).kind == "at"  # not refused as past

@@ -56,7 +56,7 @@ def _when(arguments: Mapping[str, Any]) -> str:
 
 
 def _once(text: str) -> str:
-    """`once at 2026-12-01 17:00 (the scheduler's time zone)`, read as TaskSchedule.at reads it; ValueError
+    """`once at 2030-12-01 17:00 (the scheduler's time zone)`, read as TaskSchedule.at reads it; ValueError
     when it does not read (the tool refuses it). Whether it has passed is the tool's to say: no clock here."""
     moment = datetime.fromisoformat(" ".join(text.split()))
     if moment.tzinfo is None:

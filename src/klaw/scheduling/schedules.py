@@ -100,14 +100,16 @@ class TaskSchedule:
 
     @classmethod
     def at(cls, text: str, zone: tzinfo, now: datetime) -> TaskSchedule:
-        """Once, at `text` ("2026-12-01 17:00", read in `zone`, or ISO 8601 with its own offset), after `now`:
-        a one-off task, which runs once and is then done (newcomer23: a yearly cron stood in for it, decision 526)."""
+        """Once, at `text` ("2030-12-01 17:00", read in `zone`, or ISO 8601 with its own offset), after `now`:
+        a one-off task, which runs once and is then done (newcomer23: a yearly cron stood in for it, decision 526).
+        The refusal's example is tomorrow at 17:00: a fixed date would itself be refused once past (536)."""
         try:
             moment = datetime.fromisoformat(" ".join(text.split()))
         except ValueError:
+            day = f"{(now.astimezone(zone) + timedelta(days=1)):%Y-%m-%d}"
             raise InvalidSchedule(
-                f"invalid time {_clip(text)!r}: give a date and time as YYYY-MM-DD HH:MM, e.g. '2026-12-01 17:00'"
-                " (the scheduler's time zone), or with an offset, '2026-12-01T17:00+01:00'"
+                f"invalid time {_clip(text)!r}: give a date and time as YYYY-MM-DD HH:MM, e.g. '{day} 17:00'"
+                f" (the scheduler's time zone), or with an offset, '{day}T17:00+01:00'"
             ) from None
         moment = (moment.replace(tzinfo=zone) if moment.tzinfo is None else moment).astimezone(UTC)
         if moment <= now:
