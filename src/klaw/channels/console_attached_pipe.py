@@ -39,18 +39,26 @@ BESIDE_TERMINAL = (
 
 
 def asked_there(question: dict[str, Any]) -> str:
-    """What a piped chat beside a terminal says while a question holds its chat's turn: answered there."""
-    request_id, tool = str(question.get("id")), str(question.get("tool"))
-    return (
-        f"waiting: a question to approve {tool} (request {request_id}) is asked in the attached `klaw chat`"
-        " terminal; this message is answered once it is answered there (or times out)."
+    """What a piped chat beside a terminal says while a question holds its chat's turn: answered there. It
+    names who wants what as the terminal's question does ("The subagent 'held', which the agent spawned from
+    this chat, wants to run file_write"), not "a tool" (decision 535)."""
+    request_id, who = str(question.get("id")), who_wants(question)
+    then = (
+        "this message is answered once it is answered there (or times out)"
+        if who.startswith("The agent ")
+        else "the subagent's run waits for that answer, this message's reply does not"
     )
+    where = "the question is asked in the attached `klaw chat` terminal"
+    return f"waiting: {who} (request {request_id}); {where}, and {then}."
 
 
-def _tool_of(text: str) -> str:
-    """The tool a question frame's text names ("The agent wants to run NAME…"), "a tool" if none."""
-    named = re.match(r"The agent wants to run (\S+?)[:.]?(?:\s|$)", text)
-    return named[1].strip("`") if named else "a tool"
+def who_wants(question: dict[str, Any]) -> str:
+    """The question's own first words, "The agent wants to run NAME" or "The subagent 'x', which the agent
+    spawned from this chat, wants to run NAME" (approval_question.py); from its tool alone when the text says
+    neither."""
+    first = str(question.get("text", "")).partition("\n")[0]
+    named = re.match(r"(The .{1,200}? wants to run \S+?)[:.]?(?:\s|$)", first)
+    return visible(named[1]) if named else f"The agent wants to run {visible(str(question.get('tool')))}"
 
 
 def waiting_for(question: dict[str, Any]) -> str:
@@ -103,7 +111,7 @@ class AttachedPipe:
             self._stderr.print(Text(said, style="yellow"), highlight=False)
         while (reply := await self._reply_to(message_id, before)).approval is not None:
             if beside_terminal:  # a person is there to answer it
-                question = {"id": reply.approval, "tool": _tool_of(reply.text)}
+                question = {"id": reply.approval, "text": reply.text}
                 self._stderr.print(Text(asked_there(question), style="yellow"), highlight=False)
                 before[str(reply.approval)] = question
                 continue
