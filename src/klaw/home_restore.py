@@ -21,7 +21,8 @@ data, made files with the archive's modes, and said nothing about whether the re
 - The hidden folder is checked as klaw reads a home (restore_check.py): klaw.db opens as the engine
   opens it, the log is read by `klaw log check`'s reader, scheduler.db's tasks are listed. Only then is it
   renamed to the target, in one step: a refusal, a damaged database or a crash leaves no half-made home
-  (a crash may leave the hidden folder, `.NAME.restoring-…`, which the next restore does not mind).
+  (a crash may leave the hidden folder, `.NAME.restoring-…`: locked while its restore lives, the next
+  restore into the same place removes it, saying so, and refuses while a live one holds it: restore_staging.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import os
 import posixpath
 import shutil
 import tarfile
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +45,7 @@ from klaw.home_backup import MANIFEST
 from klaw.home_lock import holder_of
 from klaw.private_files import private_dirs
 from klaw.restore_manifest import ArchiveFacts, read_manifest
+from klaw.restore_staging import Notice, staging_folder, under_way
 
 Progress = Callable[[str, int, int], None]  # (stage: "checking" or "restoring", bytes read, bytes in all)
 _PIECE = 1 << 20
@@ -65,17 +66,28 @@ class RestoreReport:
     counts: Any = None  # restore_check.RestoredCounts
 
 
-def restore(archive: Path, target: Path, *, progress: Progress | None = None) -> RestoreReport:
+def restore(
+    archive: Path, target: Path, *, progress: Progress | None = None, notice: Notice | None = None
+) -> RestoreReport:
     """Restore the `klaw backup` archive `archive` as the home `target` (missing or an empty folder), or raise
-    `RestoreError` with nothing written. Blocking: run it in a thread."""
-    from klaw.restore_check import check_restored  # the store and the log's reader: not for `klaw --help`
-
+    `RestoreError` with nothing written. `notice` hears of a crashed restore's folder removed. Blocking: run it
+    in a thread."""
     refuse_target(target, archive)
     facts = check_archive(archive, progress)
     private_dirs(target.parent)
-    _refuse_full_disk(archive, target, facts)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.restoring-", dir=target.parent))  # 0700
+    with staging_folder(target, _remove_tree, notice) as staging:  # a crashed restore's folder removed first
+        return _restore_into(archive, target, facts, staging, progress)
+
+
+def _restore_into(
+    archive: Path, target: Path, facts: ArchiveFacts, staging: Path, progress: Progress | None
+) -> RestoreReport:
+    """The disk's room checked, then unpacked into `staging`, checked, renamed to `target`; `staging` removed on
+    any failure."""
+    from klaw.restore_check import check_restored  # the store and the log's reader: not for `klaw --help`
+
     try:
+        _refuse_full_disk(archive, target, facts)
         _extract(archive, staging, progress, links=facts.links)
         counts = check_restored(staging, facts.database)
         try:
@@ -146,6 +158,12 @@ def refuse_target(target: Path, archive: Path) -> None:
     """`RestoreError` when `target` may not become the restored home: an engine runs on it, or it holds
     anything (named, with what to do instead)."""
     elsewhere = f"klaw restore {archive} --home NEW_FOLDER"
+    restoring = under_way(target)
+    if restoring is not None:
+        raise RestoreError(
+            f"another klaw restore into {target} is under way (a running process holds its folder {restoring}):"
+            f" wait for it to end, or restore into another folder ({elsewhere}); nothing was written"
+        )
     holder = holder_of(target) if target.is_dir() else None
     if holder is not None:
         raise RestoreError(

@@ -47,8 +47,11 @@ def restore(
         def progress(stage: str, done: int, total: int) -> None:
             bar.update(task, description=stage, completed=done, total=total)
 
+        def notice(words: str) -> None:  # a crashed restore's hidden folder removed (decision 536)
+            bar.console.print(_shown(words), highlight=False)
+
         try:
-            report = restore_home(archive, target, progress=progress)
+            report = restore_home(archive, target, progress=progress, notice=notice)
         except RestoreError as exc:
             fail(str(exc))
         except OSError as exc:
