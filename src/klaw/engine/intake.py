@@ -22,6 +22,11 @@ class Intake:
         self._under_way = 0  # messages between the open check and their queue
         self._done = asyncio.Event()  # set when that is 0
 
+    @property
+    def under_way(self) -> int:
+        """Messages being accepted now (the engine's "one turn in flight?" counts them: decision 533)."""
+        return self._under_way
+
     @contextlib.contextmanager
     def taking(self) -> Iterator[None]:
         """Around one message's accept and queue; EngineStopping once the engine accepts no new messages."""

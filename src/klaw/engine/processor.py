@@ -114,6 +114,12 @@ class MessageProcessor:
         """Chat turns started and not ended (building a context, in the model, writing the reply)."""
         return len(self._turn_tasks)
 
+    @property
+    def work_under_way(self) -> int:
+        """Turns under way, chats whose messages wait in their debounce, messages being accepted: what the
+        store's "at most one turn in flight?" counts (decision 533)."""
+        return len(self._turn_tasks) + self._debouncer.waiting_chats + self._intake.under_way
+
     async def handle_inbound(self, inbound: Inbound) -> StoredMessage:
         """Make the message durable and schedule its chat's turn; returns once it is stored."""
         with self._intake.taking(), self.ingestion.turns.accepting():  # until `_queue`: no embedding pass between

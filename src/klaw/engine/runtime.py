@@ -19,7 +19,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -38,12 +38,13 @@ from klaw.engine.full_text_upkeep import FullTextUpkeep
 from klaw.engine.gateway_connection import ASKING
 from klaw.engine.memory_access import MemoryAccess
 from klaw.engine.memory_parts import memory_services
-from klaw.engine.processor import Inbound
+from klaw.engine.processor import Inbound, MessageProcessor
 from klaw.engine.queries import Answer, EngineQueries, named_chat
 from klaw.engine.schedule_query import schedule_answer
 from klaw.engine.scheduler_loop import Scheduler
 from klaw.engine.socket_file import hold_database, hold_home
 from klaw.engine.status_query import status_answer
+from klaw.engine.subagents import SubagentRunner
 from klaw.engine.turn_cancel import cancel_turn, cancel_turn_answer
 from klaw.home import KlawHome
 from klaw.llm.router import ModelRouter
@@ -187,6 +188,7 @@ class Engine:
             lifetimes.push_async_callback(_finish, engine.warming)  # one database call; let it end
             if isinstance(parts.memory.store, SqliteStore):  # merges the full-text index (decision 251)
                 processor = engine.processor
+                parts.memory.store.db.set_one_turn(_one_turn(processor, parts.scheduler.runner))  # decision 533
                 upkeep = FullTextUpkeep(parts.memory.store.db, busy=lambda: processor.turns_under_way > 0)
                 upkeep.start()
                 lifetimes.push_async_callback(upkeep.stop)
@@ -271,6 +273,12 @@ class Engine:
         # and stopped summarizers, then the embedding queue, model clients, embedder, store); what is
         # still pending stays in embedding_jobs for the next start.
         await self._lifetimes.aclose()
+
+
+def _one_turn(processor: MessageProcessor, runs: SubagentRunner) -> Callable[[], bool]:
+    """The store's "at most one turn in flight?" (decision 533): chat turns (a batch waiting for its chat's
+    lock counts), messages being accepted or in their debounce, and task runs; asked before each read."""
+    return lambda: processor.work_under_way + runs.under_way <= 1
 
 
 async def _warm_vector_cache(store: Storage) -> None:

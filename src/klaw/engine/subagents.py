@@ -151,6 +151,11 @@ class SubagentRunner:
         """Names of the tasks with a run in progress (`spawn:<task>` for a spawned one)."""
         return sorted(self._runs)
 
+    @property
+    def under_way(self) -> int:
+        """Runs started and not ended (the engine's "one turn in flight?" counts them: decision 533)."""
+        return len(self._runs)
+
     def is_running(self, task_name: str) -> bool:
         return task_name in self._runs
 

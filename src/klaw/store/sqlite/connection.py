@@ -155,6 +155,17 @@ class SqliteDatabase:
             return await self.run(fn)
         return await self._reads.read(fn)
 
+    def set_one_turn(self, signal: Callable[[], bool]) -> None:
+        """The engine's answer to "at most one turn in flight?" (a few lengths added, asked on the event loop:
+        decision 533); until it is set, never."""
+        self._reads.one_turn = signal
+
+    @property
+    def alone(self) -> bool:
+        """At most one turn in flight in the engine and no read on the read threads: work done on the event
+        loop now holds up that turn alone, and both read threads are free (decision 533). On the loop."""
+        return self._reads.alone
+
     async def close_reads(self) -> None:
         """Close the read connections (after the reads under way), and read on the database thread
         from now on: what leaving WAL mode needs (no other connection open), e.g. `klaw reindex`

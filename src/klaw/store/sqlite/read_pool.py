@@ -35,6 +35,11 @@ READ_THREADS = 2  # the turns of two LLM slots read at once; more would only sha
 # gives an error the query reports; and every page read counted in the engine's resident memory.
 
 
+def never() -> bool:
+    """The "one turn in flight?" signal outside an engine (a command, a test's store): never alone."""
+    return False
+
+
 class ReadPool:
     """`READ_THREADS` threads, each with its own read-only connection, opened on first use."""
 
@@ -46,9 +51,25 @@ class ReadPool:
         self._lock = threading.Lock()
         self._closed = False
         self._worker = ThreadWorker("klaw-sqlite-read", threads)  # the lighter hop of decision 491
+        self.one_turn: Callable[[], bool] = never  # the engine's: at most one turn in flight (decision 533)
+        self._under_way = 0  # reads sent to the threads and not yet answered (counted on the loop)
+
+    @property
+    def idle(self) -> bool:
+        """No read sent to the read threads is under way."""
+        return not self._under_way
+
+    @property
+    def alone(self) -> bool:
+        """At most one turn in flight in the engine and the read threads idle (decision 533)."""
+        return not self._under_way and self.one_turn()
 
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
-        return await self._worker.call(self._in_snapshot, fn)
+        self._under_way += 1
+        try:
+            return await self._worker.call(self._in_snapshot, fn)
+        finally:
+            self._under_way -= 1
 
     def _in_snapshot(self, fn: Callable[[apsw.Connection], T]) -> T:
         connection = self._connection()
