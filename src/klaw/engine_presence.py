@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -92,12 +93,24 @@ async def wait_for_listening(home: KlawHome, seconds: float = STARTING_WAIT_SECO
 
 def held_message(home: KlawHome, holder: Holder) -> str:
     """One line for a person: who holds the home and what to do about it (this very program, when it
-    opened a second `Klaw` on a home its first one still holds)."""
+    opened a second `Klaw` on a home its first one still holds). A holder of another home holds the SQLite
+    file this home's `database.path` names (decision 536)."""
+    if of_another_home(home, holder):
+        doing = "is using" if holder.role and holder.role != ENGINE_ROLE else "is running on"
+        return (
+            f"{holder.describe()} {doing} the home {holder.home}, on the SQLite database this home's database.path"
+            f" names too: {how_to_stop(holder) if doing == 'is running on' else 'wait for it to finish'}"
+        )
     if holder.role and holder.role != ENGINE_ROLE:
         return f"{holder.describe()} is using {home.root}: wait for it to finish"
     if holder.command == LIBRARY and held_by_this_process(home.root):  # "end that program" would mean this one
         return f"this program already has Klaw({str(home.root)!r}) open: use that one, or close it first"
     return f"{holder.describe()} is running on {home.root}: {how_to_stop(holder)}"
+
+
+def of_another_home(home: KlawHome, holder: Holder) -> bool:
+    """Whether `holder` runs on another home than `home` (it holds the SQLite file `home` names: decision 536)."""
+    return bool(holder.home) and Path(holder.home).resolve() != home.root.resolve()
 
 
 def how_to_stop(holder: Holder) -> str:
@@ -124,15 +137,44 @@ def how_to_stop(holder: Holder) -> str:
 
 
 @contextlib.asynccontextmanager
-async def holding_home(home: KlawHome, role: str) -> AsyncIterator[None]:
+async def holding_home(home: KlawHome, role: str, backend: str = "", database_path: str = "") -> AsyncIterator[None]:
     """Hold `home` as `role` for a maintenance command's whole run, so no engine starts meanwhile;
     raises `HomeHeldError` when something holds it already (an engine that only answers on the
-    socket included)."""
+    socket included). A SQLite file outside the home (`backend`, `database_path`: its database.path) is held
+    as its engines hold it: another home's engine on it refuses the command (decision 536)."""
     lock = HomeLock.acquire(home.root, role)
     try:
         if await engine_answers(home.socket_path):
             holder = Holder(0, "", ENGINE_ROLE)
             raise HomeHeldError(held_message(home, holder), holder)
-        yield
+        held = hold_sqlite_file(home, backend, database_path, role)
+        try:
+            yield
+        finally:
+            if held is not None:
+                held.release()
     finally:
         lock.release()
+
+
+def hold_sqlite_file(home: KlawHome, backend: str, configured_path: str, role: str = ENGINE_ROLE) -> HomeLock | None:
+    """Hold a SQLite klaw.db kept outside the home (`database.path`) as `role`, or None when the home's own
+    lock covers it (the file is in the home) or the backend is PostgreSQL (engine leases share it).
+    The lock is the file's own (`NAME.engine.lock` beside it), so two files in one folder are two databases;
+    a file in another home (its engine.yaml beside it) is held by that home's lock, which its engine holds
+    (decision 532's addendum). `HomeHeldError` names the holder and the home it runs on."""
+    if backend != "sqlite":
+        return None
+    database = home.database_file(configured_path)
+    folder = database.parent
+    if folder.resolve() == home.root.resolve():
+        return None
+    another_home = (folder / "engine.yaml").is_file()
+    try:
+        if another_home:
+            return HomeLock.acquire(folder, role)
+        return HomeLock.acquire(folder, role, name=f"{database.name}.engine.lock", home=home.root)
+    except HomeHeldError as exc:
+        if another_home and not exc.holder.home:  # a lock written by a klaw from before homes were recorded
+            exc.holder = dataclasses.replace(exc.holder, home=str(folder))
+        raise

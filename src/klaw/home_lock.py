@@ -103,6 +103,7 @@ class Holder:
     role: str
     command: str = ""
     config: str = ""
+    home: str = ""  # the home the holder runs on (a SQLite file's own lock is not in it: decision 536), "" unknown
 
     def describe(self) -> str:
         """'`klaw chat` (pid 123)', 'a program using klaw's library API (pid 123, program my_bot.py)',
@@ -137,9 +138,12 @@ class HomeLock:
         _held_here.add(self._identity)
 
     @classmethod
-    def acquire(cls, home_root: Path, role: str = ENGINE_ROLE, *, name: str = LOCK_FILE_NAME) -> HomeLock:
+    def acquire(
+        cls, home_root: Path, role: str = ENGINE_ROLE, *, name: str = LOCK_FILE_NAME, home: Path | None = None
+    ) -> HomeLock:
         """Hold `home_root` (created 0700 if missing) for `role`; raise `HomeHeldError` naming the holder.
-        `name`: another lock file in that folder (a SQLite file's own, beside it: decision 532's addendum)."""
+        `name`: another lock file in that folder (a SQLite file's own, beside it: decision 532's addendum);
+        `home`: the home the holder runs on, recorded for whoever is refused (default `home_root`)."""
         private_dirs(home_root)
         path = home_root / name
         try:
@@ -164,6 +168,7 @@ class HomeLock:
                     time.sleep(_ACQUIRE_PAUSE_SECONDS)
             program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
             record = {"pid": os.getpid(), "program": program, "role": role, "command": _command.get()}
+            record["home"] = str(home or home_root)
             if source := _config_source.get():
                 record["config"] = source
             encoded = (json.dumps(record) + "\n").encode()
@@ -228,7 +233,7 @@ def holder_of(home_root: Path) -> Holder | None:
 def _read_holder(descriptor: int) -> Holder:
     try:
         record = json.loads(os.pread(descriptor, 4096, 0))
-        command, config = str(record.get("command", "")), str(record.get("config", ""))
-        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]), command, config)
+        command, config, home = (str(record.get(key, "")) for key in ("command", "config", "home"))
+        return Holder(int(record["pid"]), str(record["program"]), str(record["role"]), command, config, home)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not written yet, or by something else
         return Holder(0, "", "")

@@ -113,6 +113,8 @@ def forget(
     except StoreNotSetUp as exc:
         fail(str(exc), code=1)
     except _EngineRunning as running:
+        if running.elsewhere:  # another home's engine on this SQLite file (decision 536): its chats are not these
+            fail(f"{running}; then run klaw memory forget again", code=1)
         fail(
             f"{running}, and it does not answer on its socket. Or type `/forget {kind.value} {target}` in"
             " the chat it belongs to (klaw memory list shows which) instead: it forgets everywhere, the running"
@@ -198,7 +200,9 @@ def _tasks_left(home: KlawHome, plan: ForgetPlan) -> list[str]:
 
 
 class _EngineRunning(Exception):
-    pass
+    def __init__(self, words: str, elsewhere: bool) -> None:
+        super().__init__(words)
+        self.elsewhere = elsewhere  # an engine of another home, on the same SQLite file
 
 
 async def _forget(
@@ -211,12 +215,13 @@ async def _forget(
     confirm: Callable[[ForgetPlan], bool],
     said: Callable[[str], None],
 ) -> ForgetOutcome | None:
-    from klaw.engine_presence import held_message, holding_home
+    from klaw.engine_presence import held_message, holding_home, of_another_home
     from klaw.home_lock import HomeHeldError
     from klaw.memory.forgetting import ForgetOutcome
 
     try:
-        async with holding_home(home, "klaw memory forget"):  # no engine starts while the log is rewritten
+        # no engine starts while the log is rewritten, nor one of another home on the same SQLite file (536)
+        async with holding_home(home, "klaw memory forget", database.backend, database.path):
             store = await open_store_or_exit(path, database)
             try:
                 forgetting = _forgetting(home, store)
@@ -243,7 +248,7 @@ async def _forget(
             finally:
                 await store.aclose()
     except HomeHeldError as exc:
-        raise _EngineRunning(held_message(home, exc.holder)) from None
+        raise _EngineRunning(held_message(home, exc.holder), of_another_home(home, exc.holder)) from None
 
 
 def _chat(text: str) -> ChatRef:
@@ -367,7 +372,7 @@ def finish_interrupted_forgets(home: KlawHome, database: DatabaseConfig, command
     path = home.database_file(database.path)
 
     async def finish() -> str | None:
-        async with holding_home(home, command):
+        async with holding_home(home, command, database.backend, database.path):
             try:
                 store = await open_storage(path, database)
             except StoreNotSetUp:  # left as it is: nothing to finish (decision 467)

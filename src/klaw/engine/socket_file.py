@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from klaw.engine_presence import held_message
+from klaw.engine_presence import held_message, hold_sqlite_file
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_lock import HomeHeldError, HomeLock
@@ -53,27 +53,20 @@ def hold_home(home: KlawHome, stack: AsyncExitStack) -> None:
 def hold_database(home: KlawHome, backend: str, configured_path: str, stack: AsyncExitStack) -> None:
     """Hold a SQLite klaw.db kept outside the home (an absolute `database.path`): two homes pointed at one
     file ran two engines on it, the second re-binding its vector tables to its own embedder under the first
-    (adversary32, decision 532). Inside the home, the home's lock does it. The lock is the file's own
-    (`NAME.engine.lock` beside it), so two files in one folder (/data/a.db, /data/b.db) each run an engine;
-    a file in another home (its engine.yaml beside it) is held by that home's lock, which its engine holds."""
-    if backend != "sqlite":
-        return  # PostgreSQL: several engines share it by design (engine and chat leases)
-    database = home.database_file(configured_path)
-    folder = database.parent
-    if folder.resolve() == home.root.resolve():
-        return
-    another_home = (folder / "engine.yaml").is_file()
+    (adversary32, decision 532). Inside the home, the home's lock does it (`hold_sqlite_file` says where the
+    lock is; maintenance in another home takes the same one: decision 536)."""
     try:
-        lock = (
-            HomeLock.acquire(folder) if another_home else HomeLock.acquire(folder, name=f"{database.name}.engine.lock")
-        )
+        lock = hold_sqlite_file(home, backend, configured_path)
     except HomeHeldError as exc:
+        database = home.database_file(configured_path)
+        elsewhere = f" from the home {exc.holder.home}" if exc.holder.home else ""
         raise EngineAlreadyRunningError(
-            f"cannot start: {exc.holder.describe()} is running on the SQLite database {database}"
-            " (database.path): one engine per SQLite database. Give this home its own database.path,"
+            f"cannot start: {exc.holder.describe()} is running on the SQLite database {database} (database.path)"
+            f"{elsewhere}: one engine per SQLite database. Give this home its own database.path,"
             " or stop the other engine; engines sharing a database need PostgreSQL (docs/postgres.md)"
         ) from None
-    stack.callback(lock.release)
+    if lock is not None:
+        stack.callback(lock.release)
 
 
 class SocketFile:

@@ -129,8 +129,9 @@ async def reindex(
     database untouched and the partial build in place for the next run to resume. `command` is the
     one a person typed (`klaw db migrate` runs this too): a refusal says to run that one again."""
     began = time.perf_counter()
-    live = home.database_file(config.database.path)
-    async with _holding(home, command, lambda: _unfinished(backend or rebuild_backend(live, config.database))):
+    live, database = home.database_file(config.database.path), config.database
+    unfinished = lambda: _unfinished(backend or rebuild_backend(live, database))  # noqa: E731
+    async with _holding(home, command, unfinished, database.backend, database.path):
         return await _reindex(home, config, live, began, progress, embedder, clock, keep_backup, backend, command)
 
 
@@ -328,12 +329,11 @@ def _ignore(_stage: ReindexStage, _done: int, _total: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _holding(home: KlawHome, command: str, unfinished: Callable[[], bool]) -> AsyncIterator[None]:
-    """The home held for the whole run: no engine may start while the database is rebuilt and swapped.
-    Refused, the answer says a reindex resumes only when an earlier one was interrupted (`unfinished`):
-    said to a person who had interrupted nothing, it read as if something had gone wrong."""
+async def _holding(home: KlawHome, command: str, unfinished: Callable[[], bool], *where: str) -> AsyncIterator[None]:
+    """The home (and a SQLite file outside it, `where`: 536) held for the run: no engine starts while the database
+    is rebuilt and swapped. A refusal says a reindex resumes only when one was interrupted (`unfinished`)."""
     try:
-        async with holding_home(home, command):
+        async with holding_home(home, command, *where):
             yield
     except HomeHeldError as exc:
         if exc.holder.role not in ("", ENGINE_ROLE):
