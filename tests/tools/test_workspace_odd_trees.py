@@ -54,3 +54,69 @@ async def test_code_cannot_leave_a_setuid_program_on_the_host(tmp_path: Path) ->
         for name in ("sid", "deep/gid"):
             mode = (h.home.workspace / name).stat().st_mode
             assert not mode & (stat.S_ISUID | stat.S_ISGID) and stat.S_IMODE(mode) == 0o755, oct(mode)
+
+
+@needs_sandbox
+async def test_a_setuid_program_past_the_tracked_entries_and_depth_is_still_found(tmp_path: Path) -> None:
+    """Decision 536: the walk after a run, which takes the bits off, is also the quota's count; it goes
+    everywhere, past the 20,000 entries and 64 folders the run's file list tracks."""
+    code = (
+        "import os, shutil\nfor n in range(20_001):\n    open(f'f{n}', 'w').close()\n"
+        "os.makedirs('/'.join(['d'] * 70))\nshutil.copy('/usr/bin/id', '/'.join(['d'] * 70) + '/sid')\n"
+        "os.chmod('/'.join(['d'] * 70) + '/sid', 0o4755)\nprint('hidden')\n"
+    )
+    async with sandboxed_engine(tmp_path) as h:
+        content = await code_turn(h, "hide", "python", code, "hid")
+        assert content.startswith("exit code 0") and "stdout:\nhidden" in content, content
+        assert "workspace files: not tracked (more than 20,000 files and folders)" in content, content
+        assert f"setuid/setgid bits taken off (klaw keeps none in the workspace): {'d/' * 70}sid" in content
+        hidden = h.home.workspace.joinpath(*["d"] * 70, "sid")
+        assert not hidden.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)
+        assert "over the bounds" not in content  # the count after the run, from the same walk: within the quota
+
+
+def test_a_folder_the_walk_after_a_run_cannot_enter_is_named(tmp_path: Path) -> None:
+    """What code_execute's result says of a folder klaw cannot look into after a run (made by code as the
+    person's own user: `chmod 000 locked`): no setuid file there was looked for (decision 536). Root enters
+    every folder, so the walk runs in a child process that became `nobody` (root is needed to become it)."""
+    import json
+    import shutil
+
+    import pytest
+
+    from klaw.tools.sandbox.workspace_changes import compare, snapshot
+
+    if os.geteuid() != 0:
+        pytest.skip("the walk runs as nobody, which only root can become")
+    place = Path("/tmp") / f"klaw-unlooked-{os.getpid()}"
+    place.mkdir(mode=0o755)
+    os.chown(place, 65534, 65534)
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: nobody, a workspace whose code locked a folder holding a setuid file
+        try:
+            os.close(reading)
+            os.setgid(65534)
+            os.setuid(65534)
+            before = snapshot(place)
+            (place / "locked").mkdir()
+            (place / "locked" / "sid").write_text("x")
+            os.chmod(place / "locked" / "sid", 0o4755)
+            os.chmod(place / "locked", 0)
+            os.write(writing, json.dumps(compare(before, snapshot(place, clear_setid=True)).lines()).encode())
+        finally:
+            os._exit(0)
+    os.close(writing)
+    try:
+        with os.fdopen(reading, "rb") as said:
+            lines = json.loads(said.read() or b"null")
+        os.waitpid(child, 0)
+        assert lines is not None, "the child said nothing"
+        assert (
+            "klaw could not look into locked (no permission to list it): a setuid or setgid file there was not"
+            " looked for (klaw keeps none in the workspace): make it readable (chmod 700) or delete it"
+        ) in lines, lines
+    finally:
+        for folder, _, _ in os.walk(place):
+            os.chmod(folder, 0o700)
+        shutil.rmtree(place)

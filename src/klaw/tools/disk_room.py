@@ -82,7 +82,12 @@ class DiskRoom:
         workspace (a home `klaw init` never set up) is made first, as the write or run measured would make it:
         measuring none raised FileNotFoundError, which file_write's model saw as "tool raised" (webhost)."""
         private_dirs(workspace)
-        held, disk = usage(workspace), free_space(workspace)
+        return self.holding(workspace, usage(workspace))
+
+    def holding(self, workspace: Path, held: Usage) -> Room:
+        """The room with `held` counted already (by the walk after a sandbox run, decision 536) and the disk's
+        free space read now."""
+        disk = free_space(workspace)
         return Room(self, workspace, held.bytes, disk.bytes, held.files, disk.inodes, held.unreadable)
 
 
