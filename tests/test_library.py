@@ -195,10 +195,10 @@ async def test_a_held_tool_is_asked_of_the_approve_callback_and_denied_without_o
     # What the program reads: the tool and each argument by name, not the /approve line a person types.
     assert question == "The agent wants to run host_exec:\n```\ncommand: uptime\n```"
 
-    # Without a callback nobody can say yes: denied at once, not after the approval timeout.
+    # Without a callback nobody can say yes: not run at once, not after the approval timeout (nor "denied": 538)
     async with Klaw(home, config=config, model=FunctionModel(model), tools=[host_exec], clock=ManualClock()) as agent:
         answer = await asyncio.wait_for(agent.ask("alice", "and now?"), 10)
-    assert answer == "tool said: Not run: the person denied host_exec. Do not retry it unless they ask you to."
+    assert answer.startswith("tool said: Not run: host_exec needs the person's approval, and nobody was asked"), answer
     assert ran == ["uptime"]
 
 

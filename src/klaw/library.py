@@ -11,7 +11,8 @@ skipped, since a call is one whole message, not a burst being typed. A failed tu
 `TurnFailed` with the text the person would have read (it names the error id in the log), its
 `error_id` and its `cause`, the exception that ended it (decision 293). A tool held
 by `tools.approval` is asked of the `approve` callback (the question's text, as a person would read it);
-without one it is denied at once rather than after the approval timeout. What a person could see of
+without one (or when it raises) the call is not run, at once, and the model reads that nobody was asked
+(decision 538). What a person could see of
 a chat is read back with `history`, `turns`, `sessions`, `search_memory` (the hits and scores of
 `klaw memory search`), `saved_memories` and `core_memory`; `tools` lists what the chat's model is
 offered (and what is not, and why).
@@ -31,7 +32,6 @@ from typing import Any, Literal
 
 from klaw.config import EngineConfig
 from klaw.config_loader import config_from_mapping, load_config
-from klaw.engine.approval import without_answer_line
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
 from klaw.engine.config_drift import ConfigFileNote
@@ -43,6 +43,7 @@ from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_lock import program_config
 from klaw.home_privacy import describe_changes, make_private
+from klaw.library_approval import Approve, answer_approval
 from klaw.library_arguments import (
     LIBRARY_CHANNEL,
     callback_of,
@@ -71,8 +72,6 @@ from klaw.tools.running_call import running_chat
 from klaw.tools.schema import ToolFunction
 
 log = logging.getLogger(__name__)
-
-Approve = Callable[[ChatRef, str], Awaitable[bool]]  # (chat, the question as a person reads it) → run it?
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +136,8 @@ class Klaw:
         configured one. `tools`: plain typed functions with docstrings (`async def`, or a `def` run in a
         worker thread), offered beside the built-in groups. `clock`: the engine's time (a `ManualClock`
         in tests). `listen`: also open `engine.sock` for gateways, as `klaw engine` does. `approve`:
-        asked whether a call of a tool held by `tools.approval` may run (True runs it); None denies
-        every such call at once. `on_message`:
+        asked whether a call of a tool held by `tools.approval` may run (True runs it); None leaves
+        every such call unrun at once, the model told nobody was asked (decision 538). `on_message`:
         `async def on_message(message: AgentMessage)`, given each message the agent sends on its own
         (a subagent's or task's answer), which no `ask` returns; without it they are only in `history`."""
         self.home = home_of(home)
@@ -376,9 +375,7 @@ class Klaw:
             )
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, question: str) -> None:
-        approved = self._approve is not None and await self._approve(chat, without_answer_line(question))
-        if self._engine is not None:
-            await self._engine.commands.handle(chat, "approve" if approved else "deny", request_id)
+        await answer_approval(self._engine, self._approve, chat, request_id, question)
 
     def _make_home_private(self) -> None:
         """What others could read of the home made private, as every `klaw` command does (decision 237), said

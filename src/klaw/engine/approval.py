@@ -89,7 +89,8 @@ class _Pending:
     task: str | None = None  # the spawned run's task, for a subagent's question
     answered_from: ChatRef | None = None  # the chat whose /approve or /deny answered it (another owner's: 525)
     decision: Decision | None = None  # set once it is over
-    refused: Decision | None = None  # not run, not by the person's /deny: NO_TERMINAL, UNRECORDED
+    refused: Decision | None = None  # not run, not by the person's /deny: NO_TERMINAL, NO_APPROVER, UNRECORDED
+    said: str | None = None  # what the model reads instead of `outcome_text`'s words (NO_APPROVER's)
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -200,7 +201,7 @@ class ApprovalGate:
             pending.over.set()
         decision = Decision.UNRECORDED if decision is Decision.APPROVED and not recorded else decision  # 453, 466
         log.info("approval %s: %s in %s %s", pending.id, call.name, chat, decision.value)
-        return Verdict(decision, outcome_text(decision, call.name, self._timeout))
+        return Verdict(decision, outcome_text(decision, call.name, self._timeout, pending.said))
 
     async def _wait(self, pending: _Pending) -> Decision:
         timer = asyncio.ensure_future(self._clock.sleep(self._timeout))
@@ -348,6 +349,14 @@ class ApprovalGate:
             f"Not run: {pending.tool} needs your approval (tools.approval), and a piped klaw chat has no"
             " terminal to ask you in; run klaw chat in a terminal to approve it."
         )
+
+    def no_approver(self, chat: ChatRef, request_id: str, said: Callable[[str], str]) -> None:
+        """End question `request_id` unrun because the program's `Klaw` cannot answer it (no approve= callback,
+        or it raised): the model reads `said(tool)`, "nobody was asked", not a denial (decision 538)."""
+        pending = self._pending.get(request_id)
+        if pending is not None and pending.chat == chat and not pending.answer.done():
+            pending.refused, pending.said = Decision.NO_APPROVER, said(pending.tool)
+            pending.answer.set_result(False)
 
     def pipe_left(self, chat: ChatRef, before: Collection[str], under_way: Callable[[], bool]) -> None:
         """A piped `klaw chat`'s connection closed (killed, or done): the questions asked in its chat since it came

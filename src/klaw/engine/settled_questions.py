@@ -49,6 +49,8 @@ class SettledQuestions:
             return f"Approved elsewhere, but {tool} was not run: klaw could not record the approval (disk full?)."
         if decision == "no_terminal":
             return f"{tool} was not run: its question was ended as one no terminal could answer (a piped message)."
+        if decision == "no_approver":  # decision 538
+            return f"{tool} was not run: the program's approve callback gave no answer (it has none, or it raised)."
         if decision == "timed_out":
             return f"No answer within {duration_words(self._timeout)}: {tool} was not run."
         if decision == "unavailable":
