@@ -29,7 +29,8 @@ Here:
   does not pack it again.
 
 On PostgreSQL the memory and its log are in the database: the archive holds the folder's files and the
-report says to back the database up with pg_dump.
+report says to back the database up with pg_dump. The SQLite copy a `klaw db migrate` left in such a home
+(klaw.db, the chats' JSONL files; not the tasks' run logs) is left out and named (decision 539).
 """
 
 from __future__ import annotations
@@ -90,9 +91,18 @@ def default_name(now: datetime | None = None) -> str:
     return f"klaw-{(now or datetime.now(UTC)).strftime('%Y-%m-%d-%H%M%S')}.tgz"
 
 
-def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Progress | None = None) -> BackupReport:
+def back_up(
+    home: KlawHome,
+    target: Path,
+    *,
+    database: Path | None,
+    progress: Progress | None = None,
+    left_copy: Path | None = None,
+) -> BackupReport:
     """Write `home` into a new gzip'd tar at `target` (a folder: a dated name inside it). `database`: the
-    SQLite file of the memory (`database.path`), None on PostgreSQL. Blocking: run it in a thread."""
+    SQLite file of the memory (`database.path`), None on PostgreSQL; `left_copy`, on PostgreSQL, the SQLite
+    file `database.path` names, which a migrate left and which is left out with the chats' JSONL files.
+    Blocking: run it in a thread."""
     if target.is_dir():
         target = target / default_name()
     if target.resolve().is_relative_to(home.root.resolve()):
@@ -113,7 +123,7 @@ def back_up(home: KlawHome, target: Path, *, database: Path | None, progress: Pr
         snapshots = [(_snapshot(path, Path(scratch) / f"{n}.db"), path) for n, path in enumerate(databases)]
         # After the snapshots: every row they hold has its line in the log read below.
         plan = [(snapshot, _member(home, original)) for snapshot, original in snapshots]
-        plan += list(_files(home, set(databases), report))
+        plan += list(_files(home, set(databases), report, _left_copy(home, left_copy, report)))
         total = sum(_size(path) for path, _ in plan)
         _refuse_short_disk(target, 0, archive_bound(plan, len(manifest)), total)
         partial = target.parent / f".{target.name}.partial"
@@ -237,9 +247,29 @@ def _member(home: KlawHome, path: Path) -> str:
     return f"outside-home/{path.name}"
 
 
-def _files(home: KlawHome, databases: set[Path], report: BackupReport) -> Iterator[tuple[Path, str]]:
+def _left_copy(home: KlawHome, left_copy: Path | None, report: BackupReport) -> set[Path]:
+    """The SQLite copy a migrate left in a PostgreSQL home (`left_copy` and its side files, the chats' folders
+    under conversations/), named in the report; empty when there is none (decision 539)."""
+    from klaw.scheduling.names import is_task_log_dir
+
+    if left_copy is None:
+        return set()
+    files = {Path(f"{left_copy}{suffix}") for suffix in ("", *SQLITE_SIDECARS, ".vectors")}
+    chats = home.conversations.iterdir() if home.conversations.is_dir() else iter(())
+    files |= {path for path in chats if path.is_dir() and not is_task_log_dir(path.name)}
+    there = sorted(_member(home, path) for path in files if path.exists())
+    if there:
+        report.left_out.append(
+            f"{', '.join(there)} (the SQLite copy 'klaw db migrate' left: this home's memory is in PostgreSQL)"
+        )
+    return files
+
+
+def _files(
+    home: KlawHome, databases: set[Path], report: BackupReport, left_copy: set[Path]
+) -> Iterator[tuple[Path, str]]:
     """Every file and folder of the home to archive (the log's first), in a stable order."""
-    skipped = {home.root / name for name in (*LEFT_OUT, MANIFEST)}
+    skipped = {home.root / name for name in (*LEFT_OUT, MANIFEST)} | left_copy
     skipped |= {Path(f"{path}{suffix}") for path in databases for suffix in ("", *SQLITE_SIDECARS)}
     skipped |= {home.root / f"{home.docs_index_file.name}{suffix}" for suffix in SQLITE_SIDECARS}
     for name, why in LEFT_OUT.items():

@@ -1,6 +1,6 @@
 """A home moved into PostgreSQL by `klaw db migrate`, as a person then uses it: what forgetting says it
-erased (and what the migrate left that it did not reach), what reindex says it rebuilt, and what the
-migrate says to change in engine.yaml (newcomer9's findings; decision 394)."""
+erased (and the SQLite copy the migrate left, which it reaches too: decision 539), what reindex says it
+rebuilt, and what the migrate says to change in engine.yaml (newcomer9's findings; decision 394)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def _said(text: str) -> str:
     return " ".join(text.split())
 
 
+def _copy_holds(home: Path, word: str) -> bool:
+    """Whether the SQLite copy the migrate left (klaw.db, its side files, the chats' JSONL files) holds `word`."""
+    files = [p for p in home.glob("klaw.db*") if p.is_file()] + list((home / "conversations").glob("*/*.jsonl"))
+    return any(word.encode() in p.read_bytes() for p in files)
+
+
 def _moved(tmp_path: Path, postgres_server: PgServer) -> tuple[Path, dict[str, str], str]:
     home = a_home(tmp_path)
     assert klaw_here(home, "reindex").returncode == 0  # klaw.db, as a home that ran on SQLite has
@@ -38,10 +44,11 @@ def _moved(tmp_path: Path, postgres_server: PgServer) -> tuple[Path, dict[str, s
     return home, env, moved.stdout
 
 
-def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_does_not_reach(
+def test_forgetting_on_a_migrated_home_names_postgres_and_erases_the_sqlite_copy_too(
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     home, env, _ = _moved(tmp_path, postgres_server)
+    assert _copy_holds(home, "lighthouse")
     listed = klaw_here(home, "memory", "list", env=env)
     assert listed.returncode == 0 and "segment 1 (id 1):" in listed.stdout, listed.stderr
 
@@ -51,15 +58,18 @@ def test_forgetting_on_a_migrated_home_names_postgres_and_the_sqlite_copy_it_doe
     assert forgot.returncode == 0, forgot.stderr
     assert f"erased from the PostgreSQL database named by {VARIABLE}" in said, said
     assert "erased from klaw.db" not in said and "log file(s) rewritten" not in said
-    assert f"Not reached: {home / 'klaw.db'} and the chats' JSONL files under {home / 'conversations'}" in said, said
-    assert f"rm {home / 'klaw.db'}*; find {home / 'conversations'} -mindepth 1" in said
+    # the copy the migrate left held it: its JSONL file rewritten, its klaw.db deleted (decision 539)
+    assert "The SQLite copy 'klaw db migrate' left in this home held it too: 1 of its JSONL log file(s)" in said, said
+    assert f"its {home / 'klaw.db'} deleted (with its side files), as it held it" in said, said
+    assert not (home / "klaw.db").exists() and not _copy_holds(home, "lighthouse")
 
 
-def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does_not_reach(
+def test_forget_typed_in_a_chat_on_a_migrated_home_erases_the_sqlite_copy_too(
     tmp_path: Path, postgres_server: PgServer
 ) -> None:
     """`/forget` in the chat said "erased from the database … and the conversation log" and named no copy,
-    where `klaw memory forget` names it: the chat now says the same, in the same words (decision 394)."""
+    where `klaw memory forget` names it: the chat now says the same, in the same words (decision 394), and
+    the engine's forget erases the copy as the command's does (decision 539)."""
     home, env, _ = _moved(tmp_path, postgres_server)
     person = {**env, "LOGNAME": "me", "USER": "me"}  # the console chat of a_home's records: console:me
 
@@ -72,8 +82,8 @@ def test_forget_typed_in_a_chat_on_a_migrated_home_names_the_sqlite_copy_it_does
     erased = f"Forgot segment 1 (id 1): 6 message(s). It is erased from the PostgreSQL database named by {VARIABLE}"
     assert erased in said, said
     assert "conversation log" not in said
-    assert f"Not reached: {home / 'klaw.db'} and the chats' JSONL files under {home / 'conversations'}" in said, said
-    assert f"rm {home / 'klaw.db'}*; find {home / 'conversations'} -mindepth 1" in said
+    assert "The SQLite copy 'klaw db migrate' left in this home held it too: 1 of its JSONL log file(s)" in said, said
+    assert not (home / "klaw.db").exists() and not _copy_holds(home, "lighthouse")
 
 
 def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Path, postgres_server: PgServer) -> None:
@@ -107,7 +117,8 @@ def test_the_migrate_names_the_line_to_change_and_the_copy_it_left(tmp_path: Pat
     info = klaw_here(home, "db", "info", env=env)
     assert info.returncode == 0 and f"PostgreSQL database named by {VARIABLE}" in _said(info.stdout), info.stdout
     assert f"{home / 'klaw.db'} and the chats' JSONL log under {home / 'conversations'} are left as they were" in said
-    assert "do not reach them" in said
+    assert "/forget on the PostgreSQL home erase what they forget from them too" in said, said
+    assert "klaw backup leaves them out" in said
     assert f"Keep {home / 'conversations'}/scheduler_*: the scheduled tasks' run logs stay files." in said
 
 
@@ -117,17 +128,15 @@ def test_the_printed_removal_deletes_the_copy_and_keeps_the_task_run_logs(
     """newcomer12: following the printed `rm -r …/conversations` deleted the scheduled tasks' run logs, which
     stay files on a PostgreSQL home (`klaw log check` reads them). The command given, run as printed in a
     shell, deletes klaw.db and the chats' folders and keeps every `scheduler_<task>/`."""
-    home, env, _ = _moved(tmp_path, postgres_server)
+    home, env, moved = _moved(tmp_path, postgres_server)
     runs = home / "conversations" / "scheduler_bees"
     runs.mkdir(mode=0o700)
     (runs / "2026-11-28.jsonl").write_text("", encoding="utf-8")
     chats = [d for d in (home / "conversations").iterdir() if d.name != "scheduler_bees"]
     assert chats
 
-    forgot = klaw_here(home, "memory", "forget", "segment", "1", "--yes", env={**env, "COLUMNS": "1000"})
-
-    found = re.search(r"no longer need it \((.*?)\)\.", forgot.stdout)
-    assert found is not None, forgot.stdout
+    found = re.search(r"delete them \((.*?)\)\. Keep", _said(moved))  # the migrate's words name it
+    assert found is not None, moved
     removed = subprocess.run(["sh", "-c", found.group(1)], capture_output=True, text=True, check=False)
     assert removed.returncode == 0, removed.stderr
     assert (runs / "2026-11-28.jsonl").exists()

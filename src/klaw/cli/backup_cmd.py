@@ -26,7 +26,8 @@ RESTORE = (
 )
 PG_DUMP = (
     "This home's memory and conversation log are in PostgreSQL (database.backend: postgres): the archive holds"
-    ' none of them. Back the database up too: pg_dump -Fc -f klaw-$(date +%F).dump "${variable}"'
+    " none of them (nor any SQLite copy a 'klaw db migrate' left in the home)."
+    ' Back the database up too: pg_dump -Fc -f klaw-$(date +%F).dump "${variable}"'
     " (docs/postgres.md, 'Restoring a backup')."
 )
 
@@ -72,6 +73,7 @@ def backup(
                 target,
                 database=sqlite_file,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
+                left_copy=home.database_file(database.path) if sqlite_file is None else None,
             )
         except BackupError as exc:
             fail(str(exc))

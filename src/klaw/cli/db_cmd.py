@@ -238,15 +238,17 @@ def _config_change(config_file: Path, variable: str) -> str:
 
 
 def _left_behind(home: KlawHome, sqlite_file: Path) -> str:
-    """What the move left in KLAW_HOME: the SQLite copy, which the PostgreSQL home no longer uses and
-    forgetting there does not reach (decision 394)."""
+    """What the move left in KLAW_HOME: the SQLite copy, which the PostgreSQL home no longer uses; forgetting
+    there reaches it and `klaw backup` leaves it out (decision 539)."""
     from klaw.memory.forget_words import chat_logs_removal
     from klaw.scheduling.names import TASK_LOG_DIR_PREFIX
 
     return (
         f"{sqlite_file} and the chats' JSONL log under {home.conversations} are left as they were: the way back"
-        " to SQLite, but `klaw memory forget` and /forget on the PostgreSQL home do not reach them. Once the home"
-        f" runs well on PostgreSQL, delete them (rm {sqlite_file}*; {chat_logs_removal(home.conversations)})."
+        " to SQLite. `klaw memory forget` and /forget on the PostgreSQL home erase what they forget from them"
+        " too (the JSONL files rewritten, klaw.db deleted when it holds any of it), and klaw backup leaves them"
+        " out. Once the home runs well on PostgreSQL, delete them"
+        f" (rm {sqlite_file}*; {chat_logs_removal(home.conversations)})."
         f" Keep {home.conversations}/{TASK_LOG_DIR_PREFIX}*: the scheduled tasks' run logs stay files."
     )
 

@@ -88,12 +88,11 @@ def forget(
         return yes or asked("Forget it?", "add --yes to forget without being asked")
 
     from klaw.cli.memory_forget_socket import forget_through_engine
-    from klaw.memory.forget_words import discard_unfinished_build, erased_from, left_behind
+    from klaw.memory.forget_words import discard_unfinished_build, erased_from
 
     if forget_through_engine(home, loaded.config.database, kind, target, owner, confirm, console, label):
-        for left in (left_behind(home, loaded.config.database), discard_unfinished_build(home, loaded.config.database)):
-            if left:
-                console.print(left.strip(), highlight=False)
+        if left := discard_unfinished_build(home, loaded.config.database):
+            console.print(left.strip(), highlight=False)
         return
 
     told: list[str] = []
@@ -131,7 +130,7 @@ def forget(
     console.print(
         f"Forgot {label or outcome.plan.label}: {erased_from(loaded.config.database, outcome.files_rewritten)}. A"
         " tombstone in the log keeps `klaw reindex` from bringing it back."
-        + left_behind(home, loaded.config.database)
+        + outcome.copy
         + discard_unfinished_build(home, loaded.config.database)
         + tasks_left_sentence(_tasks_left(home, outcome.plan))
         + runs_left_sentence(outcome.plan.spawned_runs),
@@ -224,7 +223,7 @@ async def _forget(
         async with holding_home(home, "klaw memory forget", database.backend, database.path):
             store = await open_store_or_exit(path, database)
             try:
-                forgetting = _forgetting(home, store)
+                forgetting = _forgetting(home, store, database)
                 finished, files = await _finish_pending(forgetting)
                 if finished:
                     said(_finished_words(finished, files))
@@ -263,13 +262,15 @@ def _chat(text: str) -> ChatRef:
         fail(f"--chat {text!r}: {exc}")
 
 
-def _forgetting(home: KlawHome, store: Storage) -> Forgetting:
+def _forgetting(home: KlawHome, store: Storage, database: DatabaseConfig) -> Forgetting:
     from klaw.memory.conversation_log import open_log
     from klaw.memory.forgetting import Forgetting
     from klaw.memory.ingestion import Ingestion
+    from klaw.memory.migrated_copy import MigratedCopy
     from klaw.store.records import utc_now
 
-    return Forgetting(Ingestion(open_log(home.conversations, kept_by_store=store.keeps_log), store), utc_now)
+    log = open_log(home.conversations, kept_by_store=store.keeps_log)
+    return Forgetting(Ingestion(log, store), utc_now, MigratedCopy(home, database))  # decision 539
 
 
 async def _finish_pending(forgetting: Forgetting) -> tuple[list[tuple[ChatRef, str]], int]:
@@ -354,7 +355,7 @@ def pending_forgets(home: KlawHome, database: DatabaseConfig) -> list[NotedForge
         except StoreNotSetUp:  # left as it is: nothing was forgotten in it (decision 467)
             return []
         try:
-            return [n for n in await _forgetting(home, store).notes.read() if n.left is not Left.NOTHING]
+            return [n for n in await _forgetting(home, store, database).notes.read() if n.left is not Left.NOTHING]
         finally:
             await store.aclose()
 
@@ -378,7 +379,7 @@ def finish_interrupted_forgets(home: KlawHome, database: DatabaseConfig, command
             except StoreNotSetUp:  # left as it is: nothing to finish (decision 467)
                 return None
             try:
-                finished, files = await _finish_pending(_forgetting(home, store))
+                finished, files = await _finish_pending(_forgetting(home, store, database))
             finally:
                 await store.aclose()
         return _finished_words(finished, files) if finished else None

@@ -69,7 +69,8 @@ def forget_through_engine(
         f" {erased_from(database, int(done.get('files_rewritten') or 0))}. A tombstone in the log keeps"
         " `klaw reindex` from bringing it back."
         + tasks_left_sentence([str(name) for name in done.get("tasks") or []])
-        + runs_left_sentence([str(name) for name in done.get("runs") or []]),
+        + runs_left_sentence([str(name) for name in done.get("runs") or []])
+        + str(done.get("copy") or ""),
         highlight=False,
     )
     return True

@@ -73,7 +73,7 @@ class CommandHandler:
     embedding_queue: EmbeddingQueue | None = None
     scheduler: Scheduler | None = None
     forgetting: Forgetting | None = None
-    forget_words: ForgetWords  # where `/forget` says it erased, and the migrate's copy it did not reach
+    forget_words: ForgetWords  # where `/forget` says it erased (the migrate's copy: ForgetOutcome.copy)
     memory_commands: InitVar[MemoryCommands | None] = None
     approvals: ApprovalGate | None = None
     saved_memories: MemoryChunkRepository | None = None  # `/memory` lists the chat's latest
@@ -252,7 +252,7 @@ class CommandHandler:
         erased = self.forget_words.erased_from(outcome.files_rewritten)
         return CommandAnswer(  # the erasure its own sentence: after describe's parenthesis it read as its part
             f"{stopped_first} {plan.said}: {plan.describe()}. It is {erased}."
-            f" Core memory is unchanged: /memory shows it.{self.forget_words.left_behind()}"
+            f" Core memory is unchanged: /memory shows it.{outcome.copy}"
             f"{await self.forget_words.discard_build()}"
             f"{tasks_left_sentence(await self._tasks_left(plan))}"
             f"{runs_left_sentence(plan.spawned_runs)}",
@@ -307,6 +307,7 @@ class CommandHandler:
             **answer,
             "describe": plan.describe(),
             "files_rewritten": outcome.files_rewritten,
+            "copy": outcome.copy,
             "stopped": stopped,
             "tasks": await self._tasks_left(plan),
             "runs": plan.spawned_runs,

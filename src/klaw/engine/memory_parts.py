@@ -30,6 +30,7 @@ from klaw.memory.embedding_queue import EmbeddingQueue
 from klaw.memory.forgetting import Forgetting
 from klaw.memory.hybrid_search import HybridSearch
 from klaw.memory.ingestion import Ingestion
+from klaw.memory.migrated_copy import MigratedCopy
 from klaw.memory.reindex_leftover import warn_of_leftover_reindex
 from klaw.memory.summaries.summary_export import export_unlogged_summaries
 from klaw.memory.summaries.texts import SummaryTexts
@@ -130,7 +131,7 @@ async def open_memory(
     # not written into a closed store as a "Task exception was never retrieved" at exit.
     stack.push_async_callback(ingestion.close)  # settled, then the log's watermark (decision 477)
     await ingestion.recover()
-    forgetting = Forgetting(ingestion, clock.now)
+    forgetting = Forgetting(ingestion, clock.now, MigratedCopy(home, config.database))  # decision 539
     await forgetting.finish_pending()  # log files a crash left holding forgotten records
     await export_unlogged_summaries(ingestion, clock.now)  # summaries from before they were logged
     if one_message is not None and await _searches_first(store, one_message, config):

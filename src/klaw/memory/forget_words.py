@@ -2,10 +2,9 @@
 `/forget` typed in a chat (decision 403), in the same words.
 
 On a home moved into PostgreSQL (`klaw db migrate`), the memory is the database `database.urlEnv`
-names and its log is the database's own; the klaw.db and the JSONL files under conversations/ that
-the migrate left in KLAW_HOME are not that home's store any more and forgetting does not reach them
-(decision 394). Saying "erased from klaw.db … and from the conversation log" there was false while
-those files still held the text, so the words name PostgreSQL and say what is left and how to delete it.
+names and its log is the database's own: the words name PostgreSQL (decision 394). The klaw.db and the
+JSONL files under conversations/ the migrate left in KLAW_HOME are reached too (`migrated_copy.py`,
+decision 539), and the forget's answer says what they held.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from klaw.config import DatabaseConfig
 from klaw.home import KlawHome
-from klaw.scheduling.names import SUBAGENT_CHANNEL, TASK_LOG_DIR_PREFIX, is_task_log_dir, run_log_name
+from klaw.scheduling.names import SUBAGENT_CHANNEL, TASK_LOG_DIR_PREFIX, run_log_name
 from klaw.store.records import ChatRef
 
 
@@ -35,38 +34,6 @@ def erased_from(database: DatabaseConfig, files_rewritten: int) -> str:
     )
 
 
-def left_behind(home: KlawHome, database: DatabaseConfig) -> str:
-    """A sentence naming the SQLite copy a PostgreSQL home still holds (left by `klaw db migrate`),
-    which forgetting did not reach, and the command that deletes it; empty when there is none or the
-    home is on SQLite."""
-    if database.backend != "postgres":
-        return ""
-    sqlite_file = home.database_file(database.path)
-    names: list[str] = []
-    removal: list[str] = []
-    if sqlite_file.exists():
-        names.append(str(sqlite_file))
-        removal.append(f"rm {sqlite_file}*")
-    if copied_chat_logs(home.conversations):
-        names.append(f"the chats' JSONL files under {home.conversations}")
-        removal.append(chat_logs_removal(home.conversations))
-    if not names:
-        return ""
-    return (
-        f" Not reached: {' and '.join(names)}, the SQLite copy 'klaw db migrate' left, may still hold it;"
-        f" delete that copy once you no longer need it ({'; '.join(removal)})."
-    )
-
-
-def copied_chat_logs(conversations: Path) -> bool:
-    """Whether chats' JSONL files lie under `conversations`: on a PostgreSQL home, the copy `klaw db migrate`
-    left. Scheduled tasks' run logs (`scheduler_<task>/`) are not: they stay files there (docs/postgres.md)."""
-    if not conversations.is_dir():
-        return False
-    chats = (d for d in conversations.iterdir() if d.is_dir() and not is_task_log_dir(d.name))
-    return any(next(d.glob("*.jsonl"), None) is not None for d in chats)
-
-
 def chat_logs_removal(conversations: Path) -> str:
     """The command deleting the chats' folders under `conversations` and nothing else: the scheduled tasks'
     run logs, still the log of a PostgreSQL home's tasks, stay (newcomer12: `rm -r conversations` took them)."""
@@ -78,16 +45,13 @@ def chat_logs_removal(conversations: Path) -> str:
 
 @dataclass(frozen=True)
 class ForgetWords:
-    """A home's store, for the engine's `/forget` answer: where the text was erased, what was not reached."""
+    """A home's store, for the engine's `/forget` answer: where the text was erased."""
 
     home: KlawHome
     database: DatabaseConfig
 
     def erased_from(self, files_rewritten: int) -> str:
         return erased_from(self.database, files_rewritten)
-
-    def left_behind(self) -> str:
-        return left_behind(self.home, self.database)
 
     async def discard_build(self) -> str:
         """`discard_unfinished_build`, off the event loop (a PostgreSQL build is dropped over a connection)."""

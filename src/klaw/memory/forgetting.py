@@ -42,6 +42,7 @@ from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageType, R
 
 if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
     from klaw.memory.ingestion import Ingestion
+    from klaw.memory.migrated_copy import MigratedCopy
 
 __all__ = ["PENDING_KEY", "ForgetError", "ForgetKind", "ForgetOutcome", "ForgetPlan", "Forgetting"]
 
@@ -161,11 +162,13 @@ class ForgetPlan:
 class ForgetOutcome:
     plan: ForgetPlan | None  # None: the command was replayed and had already been carried out
     files_rewritten: int
+    copy: str = ""  # what the SQLite copy a migrate left held and what was done with it (decision 539)
 
 
 class Forgetting:
-    def __init__(self, ingestion: Ingestion, clock: Callable[[], datetime]) -> None:
+    def __init__(self, ingestion: Ingestion, clock: Callable[[], datetime], copy: MigratedCopy | None = None) -> None:
         self._ingestion = ingestion
+        self._copy = copy  # a PostgreSQL home's SQLite copy, erased with the database (decision 539)
         self._store = ingestion.store
         self._log = ingestion.log
         self._clock = clock
@@ -275,7 +278,7 @@ class Forgetting:
             tombstone = forget_record(plan.chat, ids, plan.label, days, self._clock(), record_id, high)
             await self._note_pending(tombstone.id, add=True)
             await self._ingestion.accept(tombstone)
-            rewritten = await _carried_through(self._rewrite(plan.chat, ids, days, tombstone.id))
+            rewritten, copy = await _carried_through(self._rewrite(plan.chat, ids, days, tombstone.id))
         log.info(
             "forgot %s of chat %s: %d record(s), %d log file(s) rewritten",
             plan.label,
@@ -283,13 +286,16 @@ class Forgetting:
             len(plan.records),
             len(rewritten),
         )
-        return ForgetOutcome(plan, len(rewritten))
+        return ForgetOutcome(plan, len(rewritten), copy)
 
-    async def _rewrite(self, chat: ChatRef, ids: list[str], days: list[str], tombstone_id: str) -> list[Path]:
+    async def _rewrite(
+        self, chat: ChatRef, ids: list[str], days: list[str], tombstone_id: str
+    ) -> tuple[list[Path], str]:
         rewritten = await self._log.remove_records(chat, ids, days)
         await self._store.history.checkpoint()
+        copy = "" if self._copy is None else await asyncio.to_thread(self._copy.erase, chat, ids)
         await self._note_pending(tombstone_id, add=False)
-        return rewritten
+        return rewritten, copy
 
     async def pending_targets(self) -> list[tuple[ChatRef, str]]:
         """What the forgets `finish_pending` would rewrite the log for erased (chat, `exchange 7`): named by
