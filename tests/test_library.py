@@ -125,6 +125,7 @@ def test_the_curated_names_are_exported() -> None:
         "__version__",
         "call_tool",
         "private_open",
+        "requires_approval",
         "tool_calls",
     ]
     page = (REPO / "docs" / "library.md").read_text(encoding="utf-8")

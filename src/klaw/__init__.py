@@ -60,6 +60,7 @@ _EXPORTS = {
     "ToolFunction": "klaw.tools.schema",
     "ToolRow": "klaw.tools.inventory",
     "private_open": "klaw.private_files",
+    "requires_approval": "klaw.tools.registry",
     # errors
     "KlawError": "klaw.errors",
     "ConfigError": "klaw.config_loader",
@@ -138,6 +139,7 @@ __all__ = [
     "__version__",
     "call_tool",
     "private_open",
+    "requires_approval",
     "tool_calls",
 ]
 
@@ -181,6 +183,7 @@ if TYPE_CHECKING:
     from klaw.store.records import ChatRef
     from klaw.tools.groups import ToolSetup
     from klaw.tools.inventory import ToolRow
+    from klaw.tools.registry import requires_approval
     from klaw.tools.schema import ToolContext, ToolDefinitionError, ToolFunction
 
 

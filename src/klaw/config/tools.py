@@ -143,6 +143,12 @@ class ToolsConfig(Section):
         " (decision 185). A scheduled task's run has nobody to ask: these tools are denied there unless the task"
         " was created allowing them.",
     )
+    approval_waived: tuple[str, ...] = Field(
+        default=(),
+        description="Tools whose author declared they need approval (a plugin's or a program's tool marked"
+        " requires_approval) that you let run without asking; tools.approval holds any tool whatever its author"
+        " declared (decision 540).",
+    )
     max_calls_per_response: int = Field(
         default=32,
         ge=1,
@@ -186,7 +192,7 @@ class ToolsConfig(Section):
                 raise ValueError(refused)  # the words a typed chat gets (decision 510)
         return targets
 
-    @field_validator("approval")
+    @field_validator("approval", "approval_waived")
     @classmethod
     def _tool_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         bad = [name for name in names if not _TOOL_NAME.match(name)]

@@ -107,9 +107,13 @@ class ApprovalGate:
         conditions: Mapping[str, Condition] | None = None,
         grants: Mapping[str, Grants] | None = None,
         noted: OpenQuestions | None = None,  # the open questions on disk, for a start after a kill (decision 447)
+        declared: Callable[[], Collection[str]] | None = None,
     ) -> None:
+        """`tools`: tools.approval; `declared`: the tools held because their authors declared they need approval
+        (less tools.approvalWaived), asked at each call since groups and servers join the registry later."""
         self.noted = noted or OpenQuestions(None)
         self._tools = frozenset(tools)
+        self._declared = declared or tuple
         self._timeout = timeout_seconds
         self._clock = clock
         self._delivery = delivery
@@ -124,12 +128,13 @@ class ApprovalGate:
 
     @property
     def tools(self) -> frozenset[str]:
-        return self._tools
+        """Every held tool: tools.approval's, and those their authors declared (decision 540)."""
+        return self._tools | frozenset(self._declared())
 
     def holds(self, call: ToolCall, chat: ChatRef) -> bool:
         """Whether `call`, made in `chat`, waits for the person: its tool is held (`tools.approval`), or a
         condition holds it for these arguments there, whatever `tools.approval` says."""
-        if call.name in self._tools:
+        if call.name in self.tools:
             return True
         condition = self._conditions.get(call.name)
         if condition is None:

@@ -225,6 +225,7 @@ async def assemble(
         grants={"schedule_add": schedule_add_grants},  # what a yes grants, in words (decision 525)
         # read before any turn: a kill -9 left them (decision 447); on a shared store kept there too (466)
         noted=OpenQuestions(home.open_questions_file, memory.store.settings if memory.store.leases else None),
+        declared=lambda: registry.held((), config.tools.approval_waived),  # tools marked requires_approval (540)
     )
     turns = TurnRunner(
         model_for=router.client,

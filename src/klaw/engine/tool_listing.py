@@ -90,7 +90,7 @@ class ToolListing:
             self.selection,
             model,
             groups_field=groups_field(self.config, model),
-            approval=self.config.tools.approval,
+            approval=self.selection.registry.held(self.config.tools.approval, self.config.tools.approval_waived),
             servers=self.servers(),
             skills=self.skills.current() if self.skills is not None else None,
         )

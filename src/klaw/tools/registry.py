@@ -56,6 +56,7 @@ class ToolRegistry:
         self._unavailable: dict[str, str] = {}
         self._fixes: dict[str, str] = {}
         self._why_missing: Callable[[str], str | None] = lambda _name: None
+        self._declared: set[str] = set()  # tools whose author declared they need the person's approval
 
     def explain_missing(self, why: Callable[[str], str | None]) -> None:
         """Say, instead of "unknown tool", why a called tool that is not here is missing for now: `why`
@@ -63,10 +64,20 @@ class ToolRegistry:
         is still starting; try again shortly", decision 291)."""
         self._why_missing = why
 
-    def register(self, fn: F, *, name: str | None = None, description: str | None = None, offer: bool = False) -> F:
+    def register(
+        self,
+        fn: F,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        offer: bool = False,
+        requires_approval: bool = False,
+    ) -> F:
         """Offer `fn` to the model under `name` (default: the function's name); returns `fn` unchanged.
         A name outside the registry's `offered` tools is checked, then not offered, unless `offer` (the
-        engine's caller's own tools and plugins' tools, which were asked for by name).
+        engine's caller's own tools and plugins' tools, which were asked for by name). `requires_approval`
+        (or `fn` marked by `klaw.requires_approval`): its author says a call must wait for the person's
+        /approve; the engine holds it unless `tools.approvalWaived` names it (decision 540).
 
         Raises ToolDefinitionError for what is no function, a bad or duplicate name, a generator
         function, a missing description, or parameters that cannot be described (no type hint,
@@ -76,6 +87,8 @@ class ToolRegistry:
         self._refuse_duplicate(tool.spec.name)
         if offer or self.wants(tool.spec.name):
             self._tools[tool.spec.name] = tool
+            if requires_approval or approval_declared(fn):
+                self._declared.add(tool.spec.name)
         return fn
 
     def register_schema(
@@ -96,6 +109,12 @@ class ToolRegistry:
     def remove(self, name: str) -> None:
         """Stop offering `name` (a server's tool it no longer lists); unknown names are ignored."""
         self._tools.pop(name, None)
+        self._declared.discard(name)
+
+    def held(self, approval: Collection[str], waived: Collection[str] = ()) -> frozenset[str]:
+        """The tools a call of which waits for the person: `approval` (tools.approval) and those whose author
+        declared they need it (`requires_approval`), less those `waived` (tools.approvalWaived)."""
+        return frozenset(approval) | frozenset(name for name in self._declared if name not in waived)
 
     @overload
     def tool(self, fn: F, /) -> F: ...
@@ -180,6 +199,22 @@ class ToolRegistry:
     def _missing(self, call: ToolCall, offered: Iterable[str]) -> ToolResult:
         """The error for a call to a tool not offered: why it is missing for now, else "unknown tool"."""
         return self._runner.error(call, self._why_missing(call.name) or unknown_tool(call, offered))
+
+
+APPROVAL_MARK = "requires_approval"  # the attribute `klaw.requires_approval` sets on a tool function
+
+
+def requires_approval(fn: F) -> F:
+    """Mark the tool `fn` as one whose every call waits for the person's /approve, wherever it is offered
+    (a plugin's list, `Klaw(tools=[...])`): held unless the person's `tools.approvalWaived` names it. Same as
+    setting `fn.requires_approval = True` (which a package not importing klaw can do). Returns `fn`."""
+    setattr(fn, APPROVAL_MARK, True)
+    return fn
+
+
+def approval_declared(fn: object) -> bool:
+    """Whether the tool function `fn` declares it needs approval (its `requires_approval` attribute is True)."""
+    return getattr(fn, APPROVAL_MARK, False) is True
 
 
 def _name(fn: object) -> str:

@@ -100,7 +100,9 @@ def _held_here(setup: ToolSetup) -> tuple[str, ...]:
     some): those of `tools.approval` registered by now (this group is provided late in the start), and
     MCP servers' (`server__tool`), which join as their servers list them. host_exec, held by default
     (decision 185), so counts only once hostExec.allow offers it."""
-    return tuple(name for name in setup.config.tools.approval if name in setup.registry.names or MCP_SEPARATOR in name)
+    held = setup.registry.held(setup.config.tools.approval, setup.config.tools.approval_waived)
+    ordered = dict.fromkeys([*setup.config.tools.approval, *sorted(held)])  # tools.approval's order, then declared
+    return tuple(name for name in ordered if name in held and (name in setup.registry.names or MCP_SEPARATOR in name))
 
 
 def _subagents(setup: ToolSetup) -> None:
