@@ -17,7 +17,8 @@ data, made files with the archive's modes, and said nothing about whether the re
 - It is then extracted into a hidden folder beside the target (0700: nothing in it is reachable by
   others meanwhile), folders 0700 and files 0600 (0700 when the owner could run them) whatever the
   archive or the umask say, each file's time kept (the first start stores log lines newer than the
-  database's watermark). tarfile's `data` filter checks every member a second time as it is written.
+  database's watermark). Each member's real path is checked a second time as it is written
+  (restore_extract.py: tarfile's `data` filter where this Python has it, klaw's same check on 3.11.0–3.11.3).
 - The hidden folder is checked as klaw reads a home (restore_check.py): klaw.db opens as the engine
   opens it, the log is read by `klaw log check`'s reader, scheduler.db's tasks are listed. Only then is it
   renamed to the target, in one step: a refusal, a damaged database or a crash leaves no half-made home
@@ -44,6 +45,7 @@ from klaw.errors import KlawError
 from klaw.home_backup import MANIFEST
 from klaw.home_lock import holder_of
 from klaw.private_files import private_dirs
+from klaw.restore_extract import write_private
 from klaw.restore_manifest import ArchiveFacts, read_manifest
 from klaw.restore_staging import Notice, staging_folder, under_way
 
@@ -281,29 +283,10 @@ def _confined(archive: Path, member: tarfile.TarInfo, seen: _Seen) -> None:
 
 
 def _extract(archive: Path, staging: Path, progress: Progress | None, *, links: bool) -> None:
-    """Every member but the manifest into `staging`, private whatever the archive's modes or the umask.
-    With `links`, tarfile's `data` filter looks at every member a second time as it is written: it resolves
-    each one's real path, which costs a look at every folder above it, so an archive of a folder 1,100 deep
-    took two minutes (decision 524). Without a link in the archive the real path is the name, which
-    `check_archive` confined already (no `..`, not absolute); the owner and the modes are set the same."""
-
-    def private(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
-        if links:
-            member = tarfile.data_filter(member, path)
-        else:
-            member = member.replace(uid=None, gid=None, uname=None, gname=None, deep=False)  # type: ignore[arg-type]
-        if member.isdir():
-            return member.replace(mode=0o700, deep=False)
-        if member.isreg() or member.islnk():
-            return member.replace(mode=0o700 if member.mode & 0o100 else 0o600, deep=False)
-        return member
-
-    try:
-        with _opened(archive, "restoring", progress) as (members, stream):
-            wanted = (member for member in members if member.name != MANIFEST)
-            stream.extractall(staging, members=wanted, filter=private)
-    except tarfile.FilterError as exc:
-        raise RestoreError(f"{archive}: {exc}: not restored, nothing was written") from None
+    """Every member but the manifest into `staging`, private whatever the archive's modes or the umask, each
+    looked at a second time as it is written (restore_extract.py)."""
+    with _opened(archive, "restoring", progress) as (members, stream):
+        write_private(archive, stream, (m for m in members if m.name != MANIFEST), staging, links=links)
 
 
 @contextlib.contextmanager
