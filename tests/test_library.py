@@ -63,9 +63,10 @@ def test_the_documented_example_runs() -> None:
     assert lines[0] == "The forecast says: light rain in Oslo, 9 °C"
     assert any("model" in line.lower() for line in lines[1:])  # /status answered
     assert outputs[1] == "the model server is down or busy: ask again later\n"
-    assert outputs[2] == "Light rain in Oslo, 9 °C.\n" * 2  # the pieces as they came, then the reply (stream)
-    assert "trains trains to Bergen leave at 08:25 and 15:58" in outputs[3]
-    assert "['completed']" in outputs[4]
+    assert outputs[2] == "You said: hello\n"  # one asyncio.Runner across a script's steps (decision 538)
+    assert outputs[3] == "Light rain in Oslo, 9 °C.\n" * 2  # the pieces as they came, then the reply (stream)
+    assert "trains trains to Bergen leave at 08:25 and 15:58" in outputs[4]
+    assert "['completed']" in outputs[5]
 
 
 def test_the_curated_names_are_exported() -> None:
@@ -102,6 +103,7 @@ def test_the_curated_names_are_exported() -> None:
         "ManualClock",
         "MemoryFound",
         "MessageRefused",
+        "OtherEventLoop",
         "OwnTurnRunning",
         "ReplyPiece",
         "ReplyStream",

@@ -80,6 +80,7 @@ _EXPORTS = {
     "InvalidArgument": "klaw.library_arguments",
     "OwnTurnRunning": "klaw.library_own_turn",
     "EngineNotOpen": "klaw.library",
+    "OtherEventLoop": "klaw.library_loop",
     "StorageError": "klaw.store.protocol",
     "StorageUnavailable": "klaw.store.protocol",
 }
@@ -116,6 +117,7 @@ __all__ = [
     "ManualClock",
     "MemoryFound",
     "MessageRefused",
+    "OtherEventLoop",
     "OwnTurnRunning",
     "ReplyPiece",
     "ReplyStream",
@@ -153,6 +155,7 @@ if TYPE_CHECKING:
     from klaw.home import KlawHome
     from klaw.library import AgentMessage, EngineNotOpen, Klaw, TurnFailed
     from klaw.library_arguments import InvalidArgument, InvalidChat
+    from klaw.library_loop import OtherEventLoop
     from klaw.library_own_turn import OwnTurnRunning
     from klaw.library_stream import ReplyPiece, ReplyStream
     from klaw.llm.errors import (

@@ -31,18 +31,14 @@ from types import TracebackType
 from typing import Any, Literal
 
 from klaw.config import EngineConfig
-from klaw.config_loader import config_from_mapping, load_config
 from klaw.engine.chat_reading import DEFAULT_LIMIT, HistoryEntry, MemoryFound, SessionInfo, TurnState
 from klaw.engine.clock import Clock
-from klaw.engine.config_drift import ConfigFileNote
 from klaw.engine.delivery import Outbound, TextSink
 from klaw.engine.runtime import Engine
 from klaw.engine.socket_file import EngineAlreadyRunningError
 from klaw.errors import KlawError
 from klaw.home import KlawHome
-from klaw.home_init import initialise_home
 from klaw.home_lock import program_config
-from klaw.home_privacy import describe_changes, make_private
 from klaw.library_approval import Approve, answer_approval
 from klaw.library_arguments import (
     LIBRARY_CHANNEL,
@@ -58,9 +54,11 @@ from klaw.library_arguments import (
     session_of,
     tools_of,
 )
+from klaw.library_loop import StartLoop, let_go
 from klaw.library_notices import not_taken, warn_overridden
 from klaw.library_open import noted_closed, noted_open, opened, refused_start
 from klaw.library_own_turn import AskChains, OwnTurnRunning
+from klaw.library_start import prepared
 from klaw.library_stream import Reader, ReplyStream, StreamReaders
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
@@ -156,6 +154,7 @@ class Klaw:
         self._answering: set[asyncio.Task[None]] = set()
         self._chains = AskChains()  # which chat's tool waits for which chat's turn (decision 331)
         self._readers = StreamReaders()  # the `stream`s waiting for their turn's pieces (decision 455)
+        self._loop = StartLoop()  # the event loop the engine lives on: another's call is refused (decision 538)
 
     @property
     def engine(self) -> Engine:
@@ -168,6 +167,7 @@ class Klaw:
                 else "the engine is not started: open it with `async with Klaw(home) as agent:` or"
                 " `await agent.start()` before using it"
             )
+        self._loop.refuse(self.home)  # asyncio.run per call: each a new loop, the engine's closed (decision 538)
         return self._engine
 
     @staticmethod
@@ -181,10 +181,9 @@ class Klaw:
         has started or failed (up to its `startTimeoutSeconds`), unless `mcp.startWaitSeconds` is set:
         then it waits at most that long, and a server slower than that joins later (decision 291)."""
         if self._engine is not None:
+            self._loop.refuse(self.home)
             return self
-        initialise_home(self.home)  # writes only the files that are missing
-        config, config_file = self._load_config()
-        self._make_home_private()
+        config, config_file = prepared(self.home, self._config)
         # The first `ask` has the MCP servers' tools: start-up waits until each has started or failed, as
         # a piped chat's one turn does, unless mcp.startWaitSeconds is set (decision 291).
         config = config.model_copy(update={"mcp": config.mcp.waiting_until_started()})
@@ -204,6 +203,7 @@ class Klaw:
         except EngineAlreadyRunningError as exc:
             raise await refused_start(self.home, exc) from None
         noted_open(self.home, self)
+        self._loop.started()
         self._engine.delivery.stream_in_process(LIBRARY_CHANNEL, self._pick_stream)
         # an `ask` in another channel's chat (web:main) takes its own replies, not the channel (decision 465)
         self._engine.delivery.answer_asks(self._asked, self._deliver, self._pick_stream)
@@ -299,6 +299,13 @@ class Klaw:
                 " and the tool's turn waits for the tool; close it after `ask` returns (at the end of the"
                 " `async with` block)"
             )
+        if (gone := self._engine) is not None and self._loop.other():  # asyncio.run per call (decision 538)
+            if not self._loop.closed():
+                self._loop.refuse(self.home)  # another thread's loop runs it: closed there, not from here
+            self._engine, self._closed = None, True
+            noted_closed(self.home, self)
+            await let_go(gone, self.home)
+            return
         if self._closing is not None:  # another close is finishing the turns: this one ends with it (decision 443)
             await asyncio.shield(self._closing)
             return
@@ -376,20 +383,3 @@ class Klaw:
 
     async def _answer_approval(self, chat: ChatRef, request_id: str, question: str) -> None:
         await answer_approval(self._engine, self._approve, chat, request_id, question)
-
-    def _make_home_private(self) -> None:
-        """What others could read of the home made private, as every `klaw` command does (decision 237), said
-        in a warning; never a database.path outside the home: it may be another program's (decision 478)."""
-        changed = make_private(self.home)
-        if changed:
-            log.warning("%s", describe_changes(changed))
-
-    def _load_config(self) -> tuple[EngineConfig, ConfigFileNote | None]:
-        """The configuration, and engine.yaml's bytes it was parsed from (None: the program's `config=`, which
-        an edit of the file does not concern)."""
-        if isinstance(self._config, EngineConfig):
-            return self._config, None
-        if self._config is not None:
-            return config_from_mapping(self._config, "the config= given to Klaw"), None
-        loaded = load_config(self.home.config_file)
-        return loaded.config, ConfigFileNote.of(loaded)

@@ -1,30 +1,29 @@
 import asyncio
 import tempfile
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
-from klaw import AgentInfo, AgentMessage, ChatMessage, ChatResponse, FunctionModel, Klaw, call_tool, tool_calls
-
-INSTRUCTION = "look up the train times to Bergen"
+from klaw import AgentInfo, ChatMessage, FunctionModel, Klaw
 
 
-def model(messages: Sequence[ChatMessage], info: AgentInfo) -> ChatResponse | str:
-    """A stand-in model: the chat's turn starts a subagent run, which answers its instruction."""
-    last = messages[-1]
-    if last.role == "tool":
-        return "I started a run; its answer will arrive in this chat."
-    if last.content == INSTRUCTION:
-        return "trains to Bergen leave at 08:25 and 15:58"
-    return tool_calls(call_tool("subagent_spawn", {"task_name": "trains", "message": INSTRUCTION}))
+def answer(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+    return "Light rain in Oslo, 9 °C."  # what an ask gets: the whole answer at once
+
+
+async def writing(messages: Sequence[ChatMessage], info: AgentInfo) -> AsyncIterator[str]:
+    for piece in ["Light rain ", "in Oslo, ", "9 °C."]:  # a stand-in model writing its answer
+        yield piece
 
 
 async def main() -> None:
-    inbox: asyncio.Queue[AgentMessage] = asyncio.Queue()
     config = {"embedder": {"backend": "fake"}, "summarizer": {"enabled": False}}
+    model = FunctionModel(answer, stream_function=writing)
     with tempfile.TemporaryDirectory() as home:
-        async with Klaw(home, config=config, model=FunctionModel(model), on_message=inbox.put) as agent:
-            print(await agent.ask("alice", "look up the train times in the background"))
-            message = await inbox.get()  # the subagent's answer
-            print(message.task, message.text)
+        async with Klaw(home, config=config, model=model) as agent:
+            stream = agent.stream("alice", "Do I need an umbrella?")
+            async for piece in stream:
+                print(piece, end="", flush=True)
+            print()
+            print(await stream.text())  # the reply as stored, as ask returns it
 
 
 asyncio.run(main())

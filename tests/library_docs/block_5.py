@@ -1,21 +1,22 @@
-# klaw-weather/klaw_weather.py
-async def weather(city: str) -> str:
-    """The weather in a city now.
+import asyncio
+import tempfile
+from collections.abc import Sequence
 
-    Args:
-        city: the city's name
-    """
-    return f"sunny in {city}"
+from klaw import AgentInfo, ChatMessage, FunctionModel, Klaw
 
 
-def forecast(city: str, days: int = 3) -> str:
-    """The weather in a city for the next days.
-
-    Args:
-        city: the city's name
-        days: how many days ahead
-    """
-    return f"{days} days of rain in {city}"
+def model(messages: Sequence[ChatMessage], info: AgentInfo) -> str:
+    return "Noted."  # a stand-in for a real model
 
 
-TOOLS = [weather, forecast]
+async def main() -> None:
+    config = {"embedder": {"backend": "fake"}, "summarizer": {"enabled": False}}
+    with tempfile.TemporaryDirectory() as home:
+        async with Klaw(home, config=config, model=FunctionModel(model)) as agent:
+            await agent.ask("alice", "remember that the gate code is 2468")
+            for entry in await agent.history("alice"):
+                print(entry.role, entry.type, entry.text)
+            print([turn.status for turn in await agent.turns("alice")])  # ['completed']
+
+
+asyncio.run(main())

@@ -1,15 +1,21 @@
-from klaw import ToolFunction, ToolSetup, private_open
+# klaw-weather/klaw_weather.py
+async def weather(city: str) -> str:
+    """The weather in a city now.
+
+    Args:
+        city: the city's name
+    """
+    return f"sunny in {city}"
 
 
-def provide(setup: ToolSetup) -> list[ToolFunction]:
-    notes = setup.home.workspace / "notes.txt"
+def forecast(city: str, days: int = 3) -> str:
+    """The weather in a city for the next days.
 
-    async def note_write(text: str) -> str:
-        """Add a line to the person's notes."""
-        with private_open(notes, "a") as file:  # created 0600, as klaw's own files, whatever the umask
-            file.write(text + "\n")
-        return "noted"
+    Args:
+        city: the city's name
+        days: how many days ahead
+    """
+    return f"{days} days of rain in {city}"
 
-    # shown by /status, /tools and `klaw tools`, with what to do
-    setup.registry.note_unavailable("note_sync", "no sync server set", fix="set NOTES_SYNC_URL, then restart klaw")
-    return [note_write]
+
+TOOLS = [weather, forecast]

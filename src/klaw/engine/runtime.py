@@ -197,6 +197,13 @@ class Engine:
             raise
         return engine
 
+    async def let_go(self) -> None:
+        """Close the parts without a drain, from another loop than the one the engine ran on, which has closed (a
+        program's `asyncio.run` per call, decision 538: its tasks were cancelled with it, so nothing is in flight).
+        What was bound to the dead loop fails to close (the last such error is raised, after every part had its
+        turn) and is left to the process's end; the home's lock, given back last, is let go."""
+        await self._lifetimes.aclose()
+
     async def submit(self, chat: ChatRef, text: str, message_id: str | None = None) -> SubmitResult:
         """Text from a person: a slash command is answered at once, anything else is accepted. Raises
         `MessageRefused` (nothing stored) for text no log can hold or longer than `MAX_MESSAGE_CHARS`."""
