@@ -38,7 +38,7 @@ from klaw.memory.segment_numbers import id_of_number, number_of, segment_words
 from klaw.scheduling.names import ADD_TOOL, SPAWN_TOOL
 from klaw.store.archival_records import forget_record
 from klaw.store.exchange_records import NOT_ANSWERED_AGAIN
-from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, Exchange, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
 
 if TYPE_CHECKING:  # `klaw memory forget` loads this module for ForgetKind; `klaw --help` must stay light
     from klaw.memory.ingestion import Ingestion
@@ -278,6 +278,7 @@ class Forgetting:
             tombstone = forget_record(plan.chat, ids, plan.label, days, self._clock(), record_id, high)
             await self._note_pending(tombstone.id, add=True)
             await self._ingestion.accept(tombstone)
+            await self._end_if_open(plan)
             rewritten, copy = await _carried_through(self._rewrite(plan.chat, ids, days, tombstone.id))
         log.info(
             "forgot %s of chat %s: %d record(s), %d log file(s) rewritten",
@@ -287,6 +288,13 @@ class Forgetting:
             len(rewritten),
         )
         return ForgetOutcome(plan, len(rewritten), copy)
+
+    async def _end_if_open(self, plan: ForgetPlan) -> None:
+        """A forgotten open segment is ended (a `session_break` logged, as `/new`'s): the next message starts
+        a segment of a new id, never the forgotten one's, which a stored id still names (decision 539)."""
+        if plan.kind is ForgetKind.SEGMENT and await self._store.segments.open_among([int(plan.target_id)]):
+            brk = MessageRecord(plan.chat, Role.SYSTEM, "", type=MessageType.SESSION_BREAK, created_at=self._clock())
+            await self._ingestion.accept(brk)
 
     async def _rewrite(
         self, chat: ChatRef, ids: list[str], days: list[str], tombstone_id: str
@@ -321,7 +329,13 @@ class Forgetting:
             segment = await self._store.segments.get(int(target_id))
             if segment is None:
                 return None, target_id, []
-            return segment.chat, target_id, await self._store.history.segment_messages(int(target_id))
+            # tombstones are kept; only a forget's tombstone and break left: nothing to forget (decision 539)
+            records = [
+                m for m in await self._store.history.segment_messages(int(target_id)) if m.record.type not in _KEPT
+            ]
+            if all(m.record.type in _STATE for m in records):
+                records = []
+            return segment.chat, target_id, records
         chunk = await resolve_memory(self._store.memory_chunks, str(target_id), chat)
         if chunk is None:
             return None, target_id, []
@@ -338,6 +352,9 @@ class Forgetting:
 
     async def _note_pending(self, tombstone_id: str, *, add: bool) -> None:
         await self.notes.note(tombstone_id, add=add)
+
+
+_KEPT, _STATE = frozenset({MessageType.FORGET}), frozenset({MessageType.SESSION_BREAK, MessageType.MODEL_SWITCH})
 
 
 async def _carried_through(work: Coroutine[object, object, T]) -> T:
