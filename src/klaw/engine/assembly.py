@@ -204,7 +204,9 @@ async def assemble(
         delivery.register(channel, sink)
     early: dict[ServiceKey[Any], object] = {MEMORY: memory_services(config, memory, clock, delivery)}
     early |= {key: value for key, value in ((SKILLS, skills), (DOCS, docs)) if value is not None}
-    selection = tool_registry(home, config, early, tools)
+    # off the loop: a plugin's import or provider may take its time (bounded; decisions 466, 540), and the loop
+    # is a program's own when a library Klaw starts (a provider sleeping 8 s stalled it 8 s)
+    selection = await asyncio.to_thread(tool_registry, home, config, early, tools)
     registry = selection.registry
     if (unheld := writes_unheld(config.tools.approval, registry.names)) is not None:
         log.warning("%s", unheld)  # klaw config check's warning, in the start's log too (decision 515)
