@@ -73,15 +73,20 @@ COMMAND_NAMES = ENGINE_COMMANDS | {"exit", "quit"}
 def for_this_bot(text: str, username: str) -> str | None:
     """A Telegram message as klaw takes it: `/new@thisbot x` → `/new x`; `/start` (what Telegram sends
     first) → `/help`; None for `/new@otherbot` (a group's command for another bot: neither a command nor
-    a message for klaw); anything else unchanged. `username` is the bot's, lower-case."""
+    a message for klaw); anything else unchanged (`/My-Skill@thisbot A  B` → `/My-Skill A  B`: the name's case
+    and the words' spaces kept). `username` is the bot's, lower-case."""
     command = parse_command(text)
     if command is None:
         return text
     name, _, bot = command.name.partition("@")
     if bot and bot != username:
         return None
-    name = "help" if name == "start" else name
-    return f"/{name} {command.args}".rstrip()
+    if name == "start":
+        return f"/help {command.args}".rstrip()
+    if not bot:
+        return text  # as typed: a skill's call is this message, as the console's is (decision 536)
+    typed, space, words = text.strip()[1:].partition(" ")
+    return f"/{typed.partition('@')[0]}{space}{words}"
 
 
 def unknown_command(name: str, names: Iterable[str] = ()) -> str:

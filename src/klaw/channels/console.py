@@ -75,7 +75,10 @@ class BeforeTurn(Protocol):
 
 
 def answered_without_engine(
-    text: str, commands: Iterable[Described], skills: Callable[[], Collection[str]] = frozenset
+    text: str,
+    commands: Iterable[Described],
+    skills: Callable[[], Collection[str]] = frozenset,
+    callable_skills: Callable[[], Collection[str]] | None = None,  # /help's: `skills` when None
 ) -> tuple[str, bool] | None:
     """A piped command `klaw chat` answers before it starts an engine, as it leaves at `/exit` (decision
     431): a name no command or skill has, in the engine's words (False: exit 1, a script's typo must not pass),
@@ -91,7 +94,7 @@ def answered_without_engine(
             return None
         return unknown_command(command.name, [*ENGINE_COMMANDS, *names]), False
     if command.name == "help":
-        listed = help_text(commands, command.args, skills())
+        listed = help_text(commands, command.args, (callable_skills or skills)())
         return listed + ("" if command.args else f"\n{LEAVING_HELP}"), True
     return None
 

@@ -55,7 +55,7 @@ from klaw.channels.telegram_trouble import (
     why_not,
 )
 from klaw.channels.telegram_updates import NOT_HANDLED, SKIPPED, Fetched, one_by_one, tame_parse_log, unfit
-from klaw.command_syntax import for_this_bot, parse_command
+from klaw.command_syntax import COMMAND_NAMES, for_this_bot, parse_command
 from klaw.config import CommandConfig, TelegramChannelConfig
 from klaw.config.channels import NO_ALLOWED_CHAT
 from klaw.engine.clock import Clock, SystemClock
@@ -338,7 +338,8 @@ class TelegramChannel:
             log.info("telegram: a message in chat %d was not taken (%s)", chat_id, exc.message)
             await self._sender.send(chat_id, f"This message was not taken: {exc.message}.")
             return
-        if not (submitted.duplicate or submitted.queued) and parse_command(text) is None:
+        command = parse_command(text)  # a command is answered at once; `/skill words` runs a turn (decision 536)
+        if not (submitted.duplicate or submitted.queued) and (command is None or command.name not in COMMAND_NAMES):
             self._sender.start_typing(chat_id)  # not while the engine is down: nobody is typing then
 
     async def _refuse_person(self, chat_id: int, user_id: int | None) -> None:

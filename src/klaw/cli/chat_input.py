@@ -10,7 +10,7 @@ docs/decisions/240-bad-input-at-the-engine.md.
 
 from __future__ import annotations
 
-import re
+import functools
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -53,13 +53,15 @@ def piped_message(data: bytes) -> tuple[str, str | None]:
     return text, None if problem is None else f"the message {problem}"
 
 
-def said_without_engine(piped: str, commands: Iterable[Described], skills_dir: Path | None = None) -> bool:
+def said_without_engine(piped: str, commands: Iterable[Described], skills: tuple[Path, int] | None = None) -> bool:
     """Print what `klaw chat` answers to a piped command before any engine, in process or attached (decision
     431): a typo on stderr, exit 1 (a script's typo must not pass), `/help` on stdout. True when it did.
-    A skill's name (`skills_dir` holds it; None: skills off) calls it: the engine runs its turn (decision 529)."""
+    A skill's name (`skills`: the skills folder and the largest file a skill may hold; None: skills off) calls
+    it: the engine runs its turn (decision 529)."""
     from klaw.channels.console import answered_without_engine  # the console loads only when a chat runs
 
-    early = answered_without_engine(piped, commands, _skill_in(skills_dir))
+    usable, callable_skills = _skills_in(skills)
+    early = answered_without_engine(piped, commands, usable, callable_skills)
     if early is None:
         return False
     said, answered = early
@@ -71,26 +73,25 @@ def said_without_engine(piped: str, commands: Iterable[Described], skills_dir: P
     return True
 
 
-def skills_folder(home: KlawHome, config: EngineConfig) -> Path | None:
-    """The home's skills folder when the `skills` group is enabled; None when skills are off."""
-    return home.skills_dir if "skills" in config.tool_groups else None
+def skills_folder(home: KlawHome, config: EngineConfig) -> tuple[Path, int] | None:
+    """The home's skills folder and tools.skills.maxFileBytes when the `skills` group is enabled; None when
+    skills are off."""
+    return (home.skills_dir, config.tools.skills.max_file_bytes) if "skills" in config.tool_groups else None
 
 
-def _skill_in(skills_dir: Path | None) -> Callable[[], list[str]]:
-    """The skills folder's skill names, its folders holding a SKILL.md, looked at without reading them (no
-    engine runs: the skills are not scanned); a name a skill could not have (skill_files.NAME) is none."""
-    if skills_dir is None:
-        return list
+def _skills_in(skills: tuple[Path, int] | None) -> tuple[Callable[[], list[str]], Callable[[], list[str]]]:
+    """The skills folder's usable skills' names and those a person may call by name, checked as the engine and
+    `klaw skills check` check them (decision 536: a folder with any SKILL.md was listed by `/help`, one the
+    engine leaves out too). Scanned once, when first asked: only a piped command asks."""
+    if skills is None:
+        return list, list
+    folder, max_bytes = skills
 
-    def names() -> list[str]:
-        try:
-            entries = sorted(skills_dir.iterdir())
-        except OSError:
-            return []
-        return [
-            entry.name
-            for entry in entries
-            if re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", entry.name) is not None and (entry / "SKILL.md").is_file()
-        ]
+    @functools.cache
+    def scanned() -> tuple[list[str], list[str]]:
+        from klaw.tools.skills.catalogue import scan_skills  # reads each SKILL.md: only for a piped command
 
-    return names
+        found = scan_skills(folder, max_bytes=max_bytes).skills.values()
+        return [s.name for s in found], [s.name for s in found if s.user_invocable]
+
+    return (lambda: scanned()[0]), (lambda: scanned()[1])

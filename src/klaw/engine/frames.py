@@ -126,6 +126,7 @@ class CommandFrame(_FrameModel):
     chat_id: ChatId
     command: Annotated[Text, Field(min_length=1)]
     args: Text = ""
+    text: Text = ""  # as typed: a skill's call is this message, its name's case and spaces kept (decision 536)
 
 
 class DeliveredFrame(_FrameModel):
@@ -175,8 +176,7 @@ class OutboundFrame(_FrameModel):
     # A message the agent wrote in another chat (`message_send`): that chat ("web:main"), so a channel can
     # say where it came from (`unasked_label`). Optional like `task`.
     sent_from: str | None = None
-    # A turn's reply carries its record id: sent again after an engine restart until the gateway
-    # confirms it (`delivered`), so a gateway shows each (id, part) once. None: nothing to confirm.
+    # A turn's reply's record id: sent again after a restart until the gateway confirms it (`delivered`).
     id: str | None = None
     part: int = Field(default=0, ge=0)  # a reply too large for one frame: this part's index…
     parts: int = Field(default=1, ge=1)  # …of how many (frame_parts.py)

@@ -388,7 +388,7 @@ class _FrameAdapter:
         chat = ChatRef(frame.channel, frame.chat_id)
         _refuse_task_channel(chat)
         answer = await self._engine.commands.answer(chat, frame.command, frame.args, command_id=frame.id)
-        if answer.skill_call:  # the gateway parsed `/skill args`: a message after all, as typed (decision 529)
-            await self._engine.submit(chat, f"/{frame.command} {frame.args}".rstrip(), frame.id)
+        if answer.skill_call:  # the gateway parsed `/skill args`: a message after all, as typed (529, 536)
+            await self._engine.submit(chat, frame.text or f"/{frame.command} {frame.args}".rstrip(), frame.id)
             return
         await self._engine.delivery.deliver(Outbound(chat, answer.text, frame.id, "notice", forgotten=answer.erased))

@@ -188,8 +188,8 @@ class Gateway:
         frame: BufferedFrame
         try:
             if command is not None:
-                frame = CommandFrame(
-                    id=frame_id, channel=channel, chat_id=chat_id, command=command.name, args=command.args
+                frame = CommandFrame(  # `text` as typed: a skill's call goes to the engine as the console's does
+                    id=frame_id, channel=channel, chat_id=chat_id, command=command.name, args=command.args, text=text
                 )
             else:
                 frame = InboundFrame(
