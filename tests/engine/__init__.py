@@ -12,6 +12,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from klaw.engine.frames import (
+    PROTOCOL,
     CommandFrame,
     DeliveredFrame,
     EngineFrame,
@@ -93,7 +94,7 @@ class GatewayClient:
     async def recv_until_pong(self, ping_id: str) -> list[GatewayFrame | EngineFrame]:
         """Every frame received before the pong answering `ping_id` (the pong itself excluded)."""
         before: list[GatewayFrame | EngineFrame] = []
-        while (frame := await self.recv()) != PongFrame(id=ping_id):
+        while (frame := await self.recv()) != PongFrame(id=ping_id, protocol=PROTOCOL):
             before.append(frame)
         return before
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any
 
-from klaw.engine.frames import ErrorFrame, PongFrame, QueryFrame, ResultFrame
+from klaw.engine.frames import PROTOCOL, ErrorFrame, PongFrame, QueryFrame, ResultFrame
 from klaw.home import KlawHome
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.engine.test_forget_what_was_sent import home, running
@@ -53,4 +53,4 @@ async def test_each_query_answers_bad_params_under_its_id(home: KlawHome) -> Non
                 if answer.error is not None:
                     assert "could not answer" not in answer.error, (name, params, answer.error)
         await r.gateway.send_bytes(b'{"type": "ping", "id": "still"}\n')
-        assert await asyncio.wait_for(r.gateway.recv(), 30) == PongFrame(id="still")
+        assert await asyncio.wait_for(r.gateway.recv(), 30) == PongFrame(id="still", protocol=PROTOCOL)

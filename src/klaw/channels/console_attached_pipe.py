@@ -33,6 +33,20 @@ if TYPE_CHECKING:
 _LEFT = re.compile(r"\(no answer (in the .+? left|within .+?) means no\)")
 
 
+WATCHING_SINCE = 2
+"""The engine protocol version (frames.py) that sends a pipe beside a terminal copies of the chat's replies."""
+
+
+def older_engine(who: str, home: object) -> str:
+    """Why a pipe beside a terminal is not sent to an engine older than `WATCHING_SINCE`: that engine ignores
+    `hello`'s `watching`, so the pipe would wait for ever for a reply it is never sent (decision 535)."""
+    return (
+        f"the running engine is older than this klaw: restart it with `klaw serve` ({who} on {home}; `klaw engine`"
+        " if it runs alone, `systemctl --user restart klaw` as the service), then pipe again. It cannot send a"
+        " message piped in beside an attached `klaw chat` terminal its reply. Nothing was sent."
+    )
+
+
 BESIDE_TERMINAL = (
     "A `klaw chat` terminal is attached: this message went into its chat, and the terminal shows its reply."
 )

@@ -125,6 +125,7 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
     """Chat with the engine `holder` runs, in this terminal or for one piped message; the engine goes on after."""
     from klaw.channels.console import console_chat
     from klaw.channels.console_attached import AttachedConsole
+    from klaw.channels.console_attached_pipe import WATCHING_SINCE, older_engine
     from klaw.channels.console_prompt import EXIT_WORDS
     from klaw.gateway.service import Gateway
 
@@ -166,6 +167,10 @@ async def chat_attached(home: KlawHome, loaded: LoadedConfig, holder: Holder) ->
                         style="yellow",
                         highlight=False,
                     )
+                if beside:  # only an engine of protocol 2 sends a pipe beside a terminal its reply (decision 535)
+                    await gateway.link.connected.wait()
+                    if gateway.link.engine_protocol < WATCHING_SINCE:
+                        fail(older_engine(who, home.root), 1)
                 if data is None:
                     banner = Text.assemble(
                         ("klaw", "bold"),

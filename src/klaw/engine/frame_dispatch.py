@@ -9,9 +9,9 @@ transient fault (a command the full disk stopped too: given up after a few tries
 `refused` (final) for anything else (a folder of the home klaw may not open named with how to give it
 back, decision 473), so one poison message never stalls a gateway's queue. `query`
 frames get a `result` from the optional `QueryHandler`; `delivered` frames (a reply shown) are
-passed to the handler and never answered. Apart from the server so that the protocol's
-rules live in one place, away from the sockets. Logs carry frame types, ids and sizes, never message
-text or query parameters.
+passed to the handler and never answered; a `ping` gets a `pong` saying the protocol version (decision
+535). Apart from the server so that the protocol's rules live in one place, away from the sockets. Logs
+carry frame types, ids and sizes, never message text or query parameters.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from klaw.engine.failures import is_disk_full, is_transient, permission_denied
 from klaw.engine.frames import (
     DISK_FULL,
     MAX_FRAME_BYTES,
+    PROTOCOL,
     AckFrame,
     CommandFrame,
     DeliveredFrame,
@@ -97,7 +98,7 @@ class FrameDispatcher:
         if isinstance(frame, InboundFrame | CommandFrame):
             await self._accept(conn, frame)
         elif isinstance(frame, PingFrame):
-            await conn.send(PongFrame(id=frame.id))
+            await conn.send(PongFrame(id=frame.id, protocol=PROTOCOL))
         elif isinstance(frame, QueryFrame):
             await self._query(conn, frame)
         elif isinstance(frame, HelloFrame):

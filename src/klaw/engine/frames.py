@@ -5,6 +5,13 @@ Gateways send `hello`, `inbound`, `command`, `query`, `ping` and `delivered`; th
 gateway and the engine cannot drift apart on a field. Unknown extra fields are ignored so that a newer peer can
 add fields without breaking an older one; a missing or ill-typed field is an `invalid_frame` error.
 
+The engine says which version of the protocol it speaks in every `pong` (`protocol`, `PROTOCOL`); the gateway
+pings right after its `hello`, so that pong is the hello's answer. A pong without it is from an engine older
+than decision 535, protocol 1. A client that needs what a version brought reads it there and says "restart the
+engine" instead of waiting for what an older engine ignores (an unknown field is ignored, not refused). The
+versions: 1, every field up to decision 527's `hello` `watching` excluded; 2, `watching` (copies of a
+channel's outbound frames) and `protocol` in the pong.
+
 Error messages name the field and the problem and never quote the frame: a frame carries private
 message text, and the error goes back over the wire and into logs. `FrameReader` splits a stream
 into lines without letting an oversized one grow the buffer past the limit.
@@ -21,13 +28,17 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from klaw import strict_json
-from klaw.engine.tools_used import tools_before_failing as tools_before_failing  # the channels' lines,
-from klaw.engine.tools_used import tools_used as tools_used  # with the frames
+from klaw.engine.reply_labels import task_label as task_label  # the channels' labels and lines,
+from klaw.engine.reply_labels import unasked_label as unasked_label  # with the frames
+from klaw.engine.tools_used import tools_before_failing as tools_before_failing
+from klaw.engine.tools_used import tools_used as tools_used
 from klaw.errors import KlawError
 from klaw.message_text import LONE_SURROGATE
 from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.store.records import CHANNEL_NAME, chat_id_problem
 
+PROTOCOL = 2
+"""The protocol version this engine speaks, said in every `pong` (the module docstring lists what each added)."""
 MAX_FRAME_BYTES = 1 << 20
 """The largest frame either side may send, counting the terminating newline."""
 READ_CHUNK_BYTES = 64 * 1024
@@ -221,8 +232,11 @@ class ResultFrame(_FrameModel):
 
 
 class PongFrame(_FrameModel):
+    """The answer to a `ping`, with the engine's protocol version (None: an engine before it was said, 1)."""
+
     type: Literal["pong"] = "pong"
     id: str | None = None
+    protocol: int | None = None
 
 
 class ShutdownFrame(_FrameModel):
@@ -384,17 +398,3 @@ class FrameReader:
             if not chunk:
                 return None
             self._buf += chunk
-
-
-def task_label(task: str, spawned: bool) -> str:
-    """How a channel heads a task's answer: a subagent's one-off run is no scheduled task (decision 249)."""
-    return f"Subagent: {task}" if spawned else f"Scheduled task: {task}"
-
-
-def unasked_label(task: str | None, spawned: bool, sent_from: str | None) -> str | None:
-    """The line a channel heads a message the agent sent unasked with, so it is not read as an answer to
-    the last message: a task's answer names its task, one written in another chat (`message_send`) that
-    chat ("From web:main"); None for anything else."""
-    if task is not None:
-        return task_label(task, spawned)
-    return None if sent_from is None else f"From {sent_from}"

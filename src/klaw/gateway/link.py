@@ -7,9 +7,9 @@ refused and retried. A connection that fails, closes, or leaves an ack unanswere
 `ACK_TIMEOUT_SECONDS` is dropped; reconnecting waits an exponential backoff on the injected clock
 (0.2 s doubling to 10 s, reset once a hello went through). A hello is through when the engine answers
 the `ping` sent right after it (the engine handles a connection's frames in order and says nothing to a
-hello itself): an engine that refuses the connection (too many open, socket_limits.py) sends an `error`
-frame and closes instead, and that is an outage in the engine's words, retried with the growing
-backoff, never "the engine is back".
+hello itself), and that pong says the engine's protocol version (`engine_protocol`, frames.py). An engine
+that refuses the connection (too many open, socket_limits.py) sends an `error` frame and closes instead,
+and that is an outage in the engine's words, retried with the growing backoff, never "the engine is back".
 
 A frame the engine refuses with `internal` (a transient fault: shutting down, a full disk) is
 retried after a backoff, `MAX_ATTEMPTS` times, then given up with an error message to its chat; a
@@ -140,6 +140,7 @@ class EngineLink:
         self._attempts: dict[str, int] = {}
         self.connected = asyncio.Event()
         self.connections = 0  # how many times a hello went through (tests, status)
+        self.engine_protocol = 0  # the protocol version the engine said in its pong to the hello (0: not yet)
         self.outage = EngineOutage(clock, socket_path)
 
     def kick(self) -> None:
@@ -323,6 +324,7 @@ class EngineLink:
             except FrameError:
                 continue
             if isinstance(frame, PongFrame) and frame.id == HELLO_PING:
+                self.engine_protocol = frame.protocol or 1  # None: an engine before it was said (decision 535)
                 return
             if isinstance(frame, ErrorFrame) and frame.ref is None:  # its words never quote content
                 raise EngineRefusedConnection(frame.message)
