@@ -33,7 +33,7 @@ from klaw.tools import plugins_seen
 from klaw.tools.group_failures import GroupFailure, GroupSource, not_installed, one_line, shadowing, tool_refused
 from klaw.tools.plugin_import import PluginImportHangs, PluginProviderHangs, call_within, load_within
 from klaw.tools.plugin_preview import INSTALLED_NOT_ENABLED
-from klaw.tools.provider_shape import takes_tool_setup
+from klaw.tools.provider_shape import entry_point_misread
 from klaw.tools.registry import DuplicateToolName, ToolRegistry
 from klaw.tools.schema import ToolDefinitionError, ToolFunction
 
@@ -275,16 +275,6 @@ def _printing_aside() -> contextlib.AbstractContextManager[object]:
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def _a_tool_itself(loaded: object) -> str | None:
-    """The name of the tool an entry point names where a list (or a provider) belongs, else None: an
-    `async def` (a provider is a plain function), or a function not taking one `ToolSetup`."""
-    if not inspect.isfunction(loaded):
-        return None
-    if inspect.iscoroutinefunction(loaded) or inspect.isasyncgenfunction(loaded):
-        return loaded.__name__
-    return None if takes_tool_setup(loaded, unannotated=True) else loaded.__name__
-
-
 def _functions(tools: Iterable[ToolFunction] | None) -> Sequence[ToolFunction]:
     if inspect.iscoroutine(tools):  # a provider written `async def`: its coroutine is never awaited
         tools.close()
@@ -324,14 +314,15 @@ def _installed(
         try:
             with _printing_aside():  # an import that hangs is named, then left out (decision 466)
                 loaded = load_within(point, f"remove {name} from tools.enabled")
-            if (tool := _a_tool_itself(loaded)) is not None:  # `TOOLS = weather`: called, it would run the tool
+            if (misread := entry_point_misread(loaded)) is not None:  # `TOOLS = weather`: called, it would run
+                what, write = misread
                 attribute = point.value.rpartition(":")[2] or "TOOLS"
-                log.error("tool group %r (%s) is left out: it names the tool %s, not a list", name, point.value, tool)
+                log.error("tool group %r (%s) is left out: it names %s, not a list", name, point.value, what)
                 failures[name] = GroupFailure(
                     source,
-                    f"{point.value} is the tool {tool} itself, where a list of tools (or a provider taking a"
-                    " ToolSetup) is expected",
-                    f"write {attribute} = [{tool}] in {package or 'the package'}, or remove {name} from tools.enabled",
+                    f"{point.value} is {what}, where a list of tools (or a provider taking a ToolSetup) is expected",
+                    f"{write.format(attribute=attribute)} in {package or 'the package'}, or remove {name} from"
+                    " tools.enabled",
                 )
                 continue
             providers[name] = _as_provider(loaded)
