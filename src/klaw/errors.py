@@ -38,6 +38,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
     + TargetRefused ........................ store/rebuild_protocol: a move's target holds a home already (final)
   - EmbedderError (RuntimeError) ........... memory/embedder/protocol: no vectors; why and what to do
     + EmbedderUnavailable .................. its package is not installed: final, names the fix
+    + WrongVectors ......................... memory/embedder/checked: a program's embedder= answered no contract vectors
   - MalformedLine (ValueError) ............. store/log_format: a log line that cannot be decoded
   - ExportTargetError (ValueError) ......... memory/kept_log_files: klaw log export's directory is not new or empty
   - CoreMemoryError (ValueError) ........... memory/core_memory: a refused update

@@ -63,6 +63,7 @@ from klaw.library_stream import Reader, ReplyStream, StreamReaders
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
+from klaw.memory.embedder.checked import probe
 from klaw.memory.embedder.protocol import Embedder
 from klaw.store.records import ChatRef
 from klaw.tools.inventory import ToolRow
@@ -184,6 +185,7 @@ class Klaw:
             self._loop.refuse(self.home)
             return self
         config, config_file = prepared(self.home, self._config)
+        await probe(self._embedder)  # a program's embedder answering no contract vectors: said now (decision 538)
         # The first `ask` has the MCP servers' tools: start-up waits until each has started or failed, as
         # a piped chat's one turn does, unless mcp.startWaitSeconds is set (decision 291).
         config = config.model_copy(update={"mcp": config.mcp.waiting_until_started()})

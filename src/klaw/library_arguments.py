@@ -17,6 +17,7 @@ from klaw.engine.clock import Clock
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.llm.protocol import ChatModel
+from klaw.memory.embedder.checked import checked
 from klaw.memory.embedder.protocol import Embedder
 from klaw.scheduling.names import typed_chat_target
 from klaw.store.records import ChatRef, chat_id_problem
@@ -185,7 +186,7 @@ def embedder_of(embedder: object) -> Embedder | None:
             f"embedder= takes a klaw.Embedder (model_id, dim, async embed(texts), async aclose()) or None for"
             f" the configured one; the {type(embedder).__name__} given has no {lacks} (docs/library.md)"
         )
-    return embedder  # type: ignore[return-value]  # the Embedder protocol's members, checked
+    return checked(embedder)  # type: ignore[arg-type]  # its members checked here, its vectors at each answer (538)
 
 
 def clock_of(clock: object) -> Clock | None:
