@@ -29,6 +29,7 @@ def show_one(inventory: ToolInventory, origin: str, name: str, as_json: bool, he
     nothing has that name."""
     from klaw.terminal_text import one_line
     from klaw.tools.inventory import APPROVAL_SOURCE
+    from klaw.tools.plugin_preview import BROKEN
 
     head = {"chat": str(inventory.chat), "origin": origin}
     row = next((row for row in inventory.rows if row.name == name), None)
@@ -36,10 +37,16 @@ def show_one(inventory: ToolInventory, origin: str, name: str, as_json: bool, he
         row = None if _of_a_group_not_enabled(inventory.rows, name, held) is not None else row
     members = [row for row in inventory.rows if row.group == name and row.name != name]
     if row is not None:
+        broken = row.reason.startswith(BROKEN)  # an installed plugin that cannot import: exit 1 (decision 540)
         if as_json:
             typer.echo(json.dumps({**head, **row.to_json()}, indent=2))
+            if broken:
+                raise typer.Exit(1)
             return
         lines = _tool_lines(row)
+        if broken:
+            typer.echo("\n".join(one_line(line) for line in lines))
+            raise typer.Exit(1)
     elif members:  # an enabled group: its tools for this chat
         if as_json:
             typer.echo(json.dumps({**head, "group": name, "rows": [row.to_json() for row in members]}, indent=2))
@@ -63,7 +70,7 @@ def _tool_lines(row: ToolRow, later: str = "") -> list[str]:
     """A tool's row, its group, what the model is told, its arguments and its approval. `later`: why its
     arguments are not known yet (a group not enabled whose provider builds them)."""
     from klaw.tools.inventory import APPROVAL_SOURCE, render_line
-    from klaw.tools.plugin_preview import INSTALLED_NOT_ENABLED
+    from klaw.tools.plugin_preview import BROKEN, INSTALLED_NOT_ENABLED
     from klaw.tools.schema_text import argument_lines
 
     lines = [render_line(row)]
@@ -85,6 +92,8 @@ def _tool_lines(row: ToolRow, later: str = "") -> list[str]:
         return lines + _installed_group_tools(row.name)
     elif later:
         lines.append(later)
+    elif row.reason.startswith(BROKEN):
+        lines.append("Its tools cannot be shown: its import fails (above); enabling it would fail the same way.")
     else:
         lines.append("Its arguments cannot be shown: klaw has not loaded it as a tool.")
     return lines

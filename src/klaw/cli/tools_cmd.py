@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # loaded by the command, so `klaw --help` loads none of it
     from klaw.engine.tool_listing import ToolInventory
     from klaw.home import KlawHome
     from klaw.store.records import ChatRef
+    from klaw.tools.inventory import ToolRow
 
 QUERY_TIMEOUT_SECONDS = 30.0
 
@@ -63,6 +64,7 @@ def tools(
     except ValueError as exc:
         fail(f"--chat: {exc}")
     listed = asyncio.run(_listed(home, config, ref))
+    _say_broken(listed.inventory.rows, name)
     if name is not None:
         from klaw.cli.tool_show import show_one
 
@@ -83,6 +85,16 @@ def tools(
                 typer.echo(note, err=True)
     if any(row.state == "failed" for row in rows):
         raise typer.Exit(1)
+
+
+def _say_broken(rows: list[ToolRow], name: str | None) -> None:
+    """Each installed group not enabled (only NAME's, when one is named) said broken when its import fails
+    (decision 540): imported here, bounded, as `klaw tools NAME` imports one to show its tools."""
+    from klaw.tools.plugin_preview import broken_row
+
+    for index, row in enumerate(rows):
+        if name is None or row.name == name:
+            rows[index] = broken_row(row)
 
 
 async def _listed(home: KlawHome, config: EngineConfig, chat: ChatRef) -> Listed:
