@@ -5,6 +5,7 @@ engine then runs on PostgreSQL and finds what was said before."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from pathlib import Path
 
@@ -35,6 +36,9 @@ def test_a_home_moves_into_postgres_with_equal_counts_and_only_once(
     out = moved.stdout
     for expected in ("rebuilding rows", "embedding", "klaw.db", "PostgreSQL", "urlEnv: " + VARIABLE):
         assert expected in out, out
+    # into a pipe, the rebuild's progress as plain lines only: its bars were drawn after them too (newcomer24)
+    progress = [line for line in out.splitlines() if line.startswith(("reading log files", "rebuilding", "embedding"))]
+    assert progress and all(re.fullmatch(r"[a-z ]+: \d+ of \d+", line) for line in progress), out
     messages = next(line for line in out.splitlines() if "│ messages" in line)
     assert messages.count(" 6 ") == 2, out  # six messages in klaw.db and in PostgreSQL
     assert "differ" not in out and "lighthouse" not in out

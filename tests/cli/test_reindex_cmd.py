@@ -60,6 +60,8 @@ def test_reindex_rebuilds_and_reports(tmp_path: Path) -> None:
         "embedding: 6 of 6",
     ):
         assert line in out.splitlines(), out
+    # and only those: the bars were drawn after them too, once, at the end (newcomer24, decision 537)
+    assert "━" not in out and "1/1" not in out, out
     assert "northern island" not in out  # never a message's content
     info = klaw_here(home, "db", "info")
     assert "│ messages " in info.stdout and " 6 │" in info.stdout

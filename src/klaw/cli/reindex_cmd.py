@@ -142,8 +142,9 @@ class _StageBars(Progress):
         self.live.stop()
 
 
-def stage_bars(console: Console) -> Progress:
-    """A bar per stage, its label, done of total and time (reindex, and `klaw db migrate`'s check)."""
+def stage_bars(console: Console, *, drawn: bool = True) -> Progress:
+    """A bar per stage, its label, done of total and time (reindex, and `klaw db migrate`'s check). Not `drawn`:
+    counted only (`where`), never printed."""
     return _StageBars(
         TextColumn("{task.description:<18}"),
         BarColumn(),
@@ -151,6 +152,7 @@ def stage_bars(console: Console) -> Progress:
         TimeElapsedColumn(),
         console=console,
         transient=False,
+        disable=not drawn,
     )
 
 
@@ -184,12 +186,16 @@ PLAIN_EVERY_SECONDS = 10.0
 
 
 class _Bars:
+    """The rebuild's progress: rich's bars on a terminal; into a file or a pipe, plain lines only (a line per
+    stage as it starts, ends, and every `PLAIN_EVERY_SECONDS`). The bars were drawn there too, once, at the
+    end, so the progress was printed twice, lines then bars (newcomer24, decision 537)."""
+
     def __init__(self, console: Console, *, kept_log: bool = False) -> None:
-        self.progress = stage_bars(console)
+        self._plain = not console.is_terminal
+        self.progress = stage_bars(console, drawn=not self._plain)
         self._tasks: dict[ReindexStage, TaskID] = {}
         self._labels = {**_LABELS, "read": "reading the log"} if kept_log else _LABELS
         self._console = console
-        self._plain = not console.is_terminal
         self._said: dict[ReindexStage, float] = {}
         self._last: tuple[ReindexStage, int, int] | None = None
         self._ended: set[ReindexStage] = set()
