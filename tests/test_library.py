@@ -87,6 +87,7 @@ def test_the_curated_names_are_exported() -> None:
         "EngineNotOpen",
         "FunctionModel",
         "HistoryEntry",
+        "HomeUnusable",
         "InvalidArgument",
         "InvalidChat",
         "Klaw",

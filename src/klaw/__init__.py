@@ -81,6 +81,7 @@ _EXPORTS = {
     "OwnTurnRunning": "klaw.library_own_turn",
     "EngineNotOpen": "klaw.library",
     "OtherEventLoop": "klaw.library_loop",
+    "HomeUnusable": "klaw.library_start",
     "StorageError": "klaw.store.protocol",
     "StorageUnavailable": "klaw.store.protocol",
 }
@@ -101,6 +102,7 @@ __all__ = [
     "EngineNotOpen",
     "FunctionModel",
     "HistoryEntry",
+    "HomeUnusable",
     "InvalidArgument",
     "InvalidChat",
     "Klaw",
@@ -157,6 +159,7 @@ if TYPE_CHECKING:
     from klaw.library_arguments import InvalidArgument, InvalidChat
     from klaw.library_loop import OtherEventLoop
     from klaw.library_own_turn import OwnTurnRunning
+    from klaw.library_start import HomeUnusable
     from klaw.library_stream import ReplyPiece, ReplyStream
     from klaw.llm.errors import (
         LlmAuthError,

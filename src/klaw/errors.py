@@ -77,6 +77,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - TurnStopped (RuntimeError) ............. engine/turn_runner: a forget on another engine stopped the turn; its words
   - EngineNotOpen (RuntimeError) ........... library: the agent used before `start` or after `aclose`; which
   - OtherEventLoop (RuntimeError) .......... library_loop: a `Klaw` called on another loop than its start's (538)
+  - HomeUnusable ........................... library_start: `Klaw(home)` names a file, or no folder it can make
   - InvalidChat (ValueError) ............... library_arguments: a `chat` argument that names no chat
   - OwnTurnRunning (RuntimeError) .......... library_own_turn: a tool's ask would wait for its own turn, or its aclose
   - InvalidArgument ....................... library_arguments: an argument Klaw or a method does not take (a TypeError)

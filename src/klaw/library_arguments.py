@@ -119,11 +119,14 @@ def model_of(model: object) -> ChatModel | None:
 
 
 def query_of(query: object) -> str:
-    """A search's query is text; anything else is `InvalidArgument` (an AttributeError before)."""
+    """A search's query is text with words in it; anything else is `InvalidArgument` (an AttributeError before;
+    an empty one the store's `ArchivalError`, which klaw does not export: decision 538)."""
     if not isinstance(query, str):
         raise InvalidArgument(
             f"the query must be text (a str), e.g. search_memory('alice', 'the garden'), not {type(query).__name__}"
         )
+    if not query.strip():
+        raise InvalidArgument("the query is empty: say what to look for, e.g. search_memory('alice', 'the garden')")
     return query
 
 

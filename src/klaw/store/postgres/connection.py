@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed
 from klaw.cancellation import cancel_requests, deliver_lost_cancellation
 from klaw.store.errors import ServerUnreachable
 from klaw.store.postgres.dsn_hiding import hide_connection_string
+from klaw.store.postgres.dsn_variable import dsn_problem
 from klaw.store.protocol import StorageError, StorageUnavailable
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -38,18 +39,10 @@ STALLED = psycopg.errors.IdleInTransactionSessionTimeout
 
 def dsn_from_env(variable: str | None) -> str:
     """The DSN held by `variable`; `StorageError` naming the variable (never a value) when it is unset."""
-    if not variable:
-        raise StorageError(
-            "database.backend is postgres but database.urlEnv is not set: name the environment variable"
-            " holding the connection string (e.g. urlEnv: KLAW_DATABASE_URL) in engine.yaml"
-        )
-    value = os.environ.get(variable, "").strip()
-    if not value:
-        raise StorageError(
-            f"the environment variable {variable} (database.urlEnv) is not set: export"
-            f" {variable}=postgresql://user:password@host:5432/klaw before starting klaw"
-        )
-    return value
+    if (problem := dsn_problem(variable)) is not None:
+        raise StorageError(problem)
+    assert variable is not None
+    return os.environ[variable].strip()
 
 
 def server_error(variable: str, exc: BaseException) -> StorageError:
