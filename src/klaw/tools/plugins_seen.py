@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 from dataclasses import asdict, dataclass
-from importlib.metadata import EntryPoint
+from importlib.metadata import Distribution, EntryPoint
 from pathlib import Path
+from urllib.request import url2pathname
 
 from klaw.atomic_file import replace_file
 from klaw.small_file import read_small
@@ -28,10 +30,35 @@ class SeenPackage:
     package: str
     version: str
     target: str
+    origin: str = ""  # pip's words for where it came from ("-e /src/klaw-mytools"), "" for an index (decision 540)
 
     def install_command(self) -> str:
-        """The command installing it again into klaw's own environment, whatever `pip` is first on PATH."""
-        return f"{sys.executable} -m pip install {self.package}"
+        """The command installing it again into klaw's own environment, whatever `pip` is first on PATH: from
+        where it came (a folder, editable or not; a URL), else from the index by its name."""
+        return f"{shlex.quote(sys.executable)} -m pip install {self.origin or shlex.quote(self.package)}"
+
+
+def origin_of(dist: Distribution) -> str:
+    """Where `dist` was installed from, as pip's arguments, from PEP 610's direct_url.json (as
+    scripts/venv-plugins.py reads it): `-e PATH` for an editable folder, `PATH` for a folder, `NAME @ URL` for a
+    URL or VCS; "" when it came from an index (no direct_url.json) or the file cannot be read. A local plugin's
+    hint sent the person to PyPI, where klaw-mytools is not (newcomer24)."""
+    try:
+        found = json.loads(dist.read_text("direct_url.json") or "null")
+    except (OSError, ValueError):
+        return ""
+    url = found.get("url") if isinstance(found, dict) else None
+    if not isinstance(url, str) or not url:
+        return ""
+    directory = found.get("dir_info")
+    if url.startswith("file://") and isinstance(directory, dict):
+        path = shlex.quote(url2pathname(url.removeprefix("file://")))
+        return f"-e {path}" if directory.get("editable") is True else path
+    vcs = found.get("vcs_info")
+    if isinstance(vcs, dict) and isinstance(vcs.get("vcs"), str):
+        commit = vcs.get("commit_id")
+        url = f"{vcs['vcs']}+{url}" + (f"@{commit}" if isinstance(commit, str) and commit else "")
+    return shlex.quote(f"{dist.metadata['Name']} @ {url}")
 
 
 def seen(path: Path, group: str) -> SeenPackage | None:
@@ -52,7 +79,9 @@ def read_all(path: Path) -> dict[str, SeenPackage]:
         fields = [entry.get(key) for key in ("package", "version", "target")] if isinstance(entry, dict) else []
         texts = [value for value in fields if isinstance(value, str) and value]
         if len(texts) == 3:
-            found[str(group)] = SeenPackage(*texts)
+            origin = entry.get("origin")
+            package, version, target = texts
+            found[str(group)] = SeenPackage(package, version, target, origin if isinstance(origin, str) else "")
     return found
 
 
@@ -65,7 +94,7 @@ def note(path: Path | None, points: dict[str, EntryPoint]) -> None:
     now = dict(known)
     for group, point in points.items():
         if point.dist is not None and point.dist.name:
-            now[group] = SeenPackage(point.dist.name, point.dist.version or "?", point.value)
+            now[group] = SeenPackage(point.dist.name, point.dist.version or "?", point.value, origin_of(point.dist))
     if now == known:
         return
     payload = {group: asdict(entry) for group, entry in sorted(now.items())}
