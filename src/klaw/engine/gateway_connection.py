@@ -1,8 +1,13 @@
-"""One gateway's connection as the engine writes to it: whole frames, a bounded wait, a lock for order.
+"""One gateway's connection as the engine writes to it: whole frames, a bound on what waits unread, a lock for order.
 
 Apart from the server so that the dispatcher and the outbound routes can write to a connection
-without knowing how connections are accepted. Every write waits at most `DRAIN_TIMEOUT_SECONDS` for
-the gateway to read: a stuck gateway is dropped rather than left to block a turn's reply.
+without knowing how connections are accepted. What answers the connection's own frames (an ack, a
+query's result, the replies flushed at its hello) waits at most `DRAIN_TIMEOUT_SECONDS` for it to read:
+a connection that stops reading holds only itself up. What is sent to it from elsewhere (a reply of a
+turn, a copy for a watcher, a delta) never waits for it (`write_now`): it goes into the connection's own
+buffer, and a connection with more than `MAX_UNREAD_BYTES` waiting unread there has fallen behind and is
+dropped, told why in a last `error` frame, so a slow reader never delays another client's replies
+(decision 535; before, a pipe or watcher that stopped reading held every reply of its channel up to 10 s).
 """
 
 from __future__ import annotations
@@ -13,42 +18,45 @@ import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 
-from klaw.engine.frames import EngineFrame, FrameError, encode_frame
+from klaw.engine.frames import EngineFrame, ErrorFrame, FrameError, encode_frame
+from klaw.engine.socket_limits import MAX_UNREAD_BYTES, fell_behind
 
 log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_SECONDS = 10.0
-"""A gateway that does not read for this long is stuck; its connection is dropped so the engine never blocks on it."""
+"""A gateway that does not read its own answers for this long is stuck; its connection is dropped."""
 
 ASKING: ContextVar[GatewayConnection | None] = ContextVar("asking", default=None)
 """The connection whose query is being answered: a query that acts when it closes (`piped`) reads it."""
 
 
 class GatewayConnection:
-    """One gateway connection; the lock keeps each frame whole and flushed queues in order."""
+    """One gateway connection; the lock keeps flushed queues in order."""
 
-    def __init__(self, name: str, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, name: str, writer: asyncio.StreamWriter, *, max_unread: int = MAX_UNREAD_BYTES) -> None:
         self.name = name
         self.lock = asyncio.Lock()
         self.streaming: frozenset[str] = frozenset()  # channels whose replies it wants as deltas too
         self._writer = writer
+        self._max_unread = max_unread
         self.on_close: list[Callable[[], None]] = []  # told once it is gone (a piped chat's questions, 521)
 
     async def send(self, frame: EngineFrame) -> bool:
-        """Encode and write one frame under the lock; False if the connection is gone or stuck."""
-        try:
-            data = encode_frame(frame)
-        except FrameError as exc:  # e.g. a pong echoing an id too long to fit: tell the peer instead
-            data = encode_frame(exc.to_frame())
+        """Encode and write one frame of the connection's own (an answer to its frame) under the lock, waiting
+        for it to read; False if the connection is gone or stuck."""
         async with self.lock:
-            return await self.write_locked(data)
+            return await self.write_locked(_encoded(frame))
+
+    def send_now(self, frame: EngineFrame) -> bool:
+        """Encode and write one frame without waiting (`write_now`): a delta, sent from a turn."""
+        return self.write_now(_encoded(frame))
 
     async def write_locked(self, data: bytes) -> bool:
-        """Write one encoded frame (caller holds `lock`); False if the connection is gone or stuck."""
-        if self._writer.is_closing():
+        """Write one encoded frame (caller holds `lock`) and wait for the peer to read it; False if the
+        connection is gone or stuck. Only for what answers the connection itself."""
+        if not self.write_now(data):
             return False
         try:
-            self._writer.write(data)
             async with asyncio.timeout(DRAIN_TIMEOUT_SECONDS):
                 await self._writer.drain()
         except OSError as exc:  # ConnectionError, and TimeoutError from a gateway that stopped reading
@@ -56,6 +64,32 @@ class GatewayConnection:
             self._writer.transport.abort()
             return False
         return True
+
+    def write_now(self, data: bytes) -> bool:
+        """Write one encoded frame into the connection's buffer without waiting for it to be read (whole: one
+        call); False if the connection is gone or has fallen behind (dropped here, told why)."""
+        if self._writer.is_closing():
+            return False
+        try:
+            self._writer.write(data)
+        except OSError as exc:
+            log.warning("%s: write failed (%s), dropping the connection", self.name, type(exc).__name__)
+            self._writer.transport.abort()
+            return False
+        if self._writer.is_closing():  # the peer had gone: the write failed at once (the transport closed itself)
+            return False
+        unread = self._writer.transport.get_write_buffer_size()
+        if unread <= self._max_unread:
+            return True
+        log.warning(
+            "%s dropped: it fell behind (%d bytes of frames unread, at most %d wait for one connection);"
+            " the other connections are not held up by it",
+            self.name,
+            unread,
+            self._max_unread,
+        )
+        self.refuse(ErrorFrame(code="refused", message=fell_behind(unread, self._max_unread)))
+        return False
 
     def refuse(self, frame: EngineFrame) -> None:
         """Tell the peer why in one last frame and close, without waiting: for a peer being dropped
@@ -82,3 +116,10 @@ class GatewayConnection:
     async def wait_closed(self) -> None:
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+
+def _encoded(frame: EngineFrame) -> bytes:
+    try:
+        return encode_frame(frame)
+    except FrameError as exc:  # e.g. a pong echoing an id too long to fit: tell the peer instead
+        return encode_frame(exc.to_frame())

@@ -6,8 +6,10 @@ flushed in order on the next `hello`, so replies made while the gateway restarts
 `delta` frames (a reply as it is written) go only to a connection whose `hello` asked for them, and
 are dropped, never queued. A connection whose `hello` names a channel under `watching` gets a copy of
 its outbound frames, best effort and never queued, without serving it (a piped `klaw chat` beside an
-attached terminal, decision 527). Apart from the server because this is the engine's side of delivery, and
-it knows nothing of how connections are accepted or what frames they send.
+attached terminal, decision 527). What a turn sends (a reply, its copies, its deltas) is written into each
+connection's own bounded buffer and never waits for a connection to read it (decision 535). Apart from the
+server because this is the engine's side of delivery, and it knows nothing of how connections are accepted
+or what frames they send.
 """
 
 from __future__ import annotations
@@ -76,11 +78,10 @@ class OutboundRoutes:
         """
         data = encode_frame(frame, max_bytes=self._max)
         for watcher in list(self._watchers.get(frame.channel, ())):
-            async with watcher.lock:  # a copy, best effort: the channel's own server gets it below or later
-                await watcher.write_locked(data)
+            watcher.write_now(data)  # a copy, best effort, never waited for: a watcher not reading holds up no one
         for conn in reversed(list(self._routes.get(frame.channel, ()))):
             async with conn.lock:  # anything still queued for the channel goes first, to keep the order
-                if await self._flush_locked(conn, frame.channel) and await conn.write_locked(data):
+                if await self._flush_locked(conn, frame.channel, wait=False) and conn.write_now(data):
                     return True
         # Marked as having waited: a terminal says a reply came while none was attached only of these (trial48).
         with contextlib.suppress(FrameError):  # a frame at the size limit goes unmarked
@@ -96,10 +97,11 @@ class OutboundRoutes:
     async def send_delta(self, frame: DeltaFrame) -> bool:
         """Best effort: write to the gateway serving the channel if it wants deltas; never queued."""
         routes = self._routes.get(frame.channel) if self.wants_delta(frame.channel) else None
-        return routes is not None and await routes[-1].send(frame)
+        return routes is not None and routes[-1].send_now(frame)
 
-    async def _flush_locked(self, conn: GatewayConnection, channel: str) -> bool:
+    async def _flush_locked(self, conn: GatewayConnection, channel: str, *, wait: bool = True) -> bool:
         """Send the frames queued for `channel` in order (caller holds the lock); False if the connection failed.
+        `wait`: for the connection to read each (its own hello's flush), else never (a turn's reply, decision 535).
 
         Two connections can flush one queue at once (both said `hello` for the channel while it held
         frames): each takes the next frame, so the queue may be emptied and dropped by the other one
@@ -112,7 +114,7 @@ class OutboundRoutes:
         sent = 0
         while queue:
             data = queue.popleft()
-            if not await conn.write_locked(data):
+            if not (await conn.write_locked(data) if wait else conn.write_now(data)):
                 self._pending.setdefault(channel, queue).appendleft(data)
                 return False
             sent += 1

@@ -13,7 +13,8 @@ connection and the peer lost the sentence (a gateway said "lost the engine", `kl
 "ConnectionResetError"); so the engine ends its side after the sentence and reads and drops what
 the peer sends until it closes, for at most `REFUSED_LINGER_SECONDS`, `MAX_LINGERING` at once (more
 are closed at once, as before). A gateway writes a frame in one go, so its frame is never the oldest
-for long: the stalled ones go first and the others are never made to wait.
+for long: the stalled ones go first and the others are never made to wait. The other way, what the engine
+sends a connection and it has not read is bounded too (`MAX_UNREAD_BYTES`, gateway_connection.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ MAX_CONNECTIONS = 256
 """Connections open at once (gateways, `klaw` commands, benchmarks); the same cap as the web page's."""
 UNFINISHED_BYTES_BUDGET = 16 << 20
 """Bytes of frames still waiting for their newline, summed over every connection (16 frames of the largest size)."""
+
+MAX_UNREAD_BYTES = 16 << 20
+"""Bytes of frames waiting unread for one connection before it is dropped as fallen behind (decision 535): a
+whole reply of the largest size (2,000,000 characters, up to ~12 MiB as frames) fits, so a reading client never is."""
 
 REFUSED_LINGER_SECONDS = 2.0
 """How long a refused connection is read from (and what it sends dropped) so it can read the refusal."""
@@ -43,6 +48,15 @@ def stalled_frame(held: int) -> str:
     return (
         f"this connection's frame stayed unfinished ({held} bytes without a newline) while the engine's room for"
         " unfinished frames ran out; end every frame with a newline, then connect again"
+    )
+
+
+def fell_behind(unread: int, limit: int) -> str:
+    """The last frame of a connection dropped for not reading what the engine sends it."""
+    return (
+        f"this connection fell behind: {unread} bytes of frames waited unread, over the {limit} the engine keeps for"
+        " one connection, so it was closed rather than let it hold up the others; read frames as they come, then"
+        " connect again"
     )
 
 

@@ -5,8 +5,9 @@ One task per connection reads lines with a bounded buffer and hands them, in ord
 durable, and a gateway can replay safely. An oversized line gets an `error` frame and is skipped; the
 connection goes on. How many connections may be open and how many bytes their unfinished frames
 may hold is bounded (socket_limits.py): one past either bound is told why in an `error` frame and
-closed. The engine reaches gateways through this class, which delegates routing by `hello` and
-queueing to `OutboundRoutes` (outbound_routes.py); the socket file (0600, stale or live)
+closed; so is one that leaves more than `MAX_UNREAD_BYTES` of what it is sent unread (decision 535). The
+engine reaches gateways through this class, which delegates routing by `hello` and queueing to
+`OutboundRoutes` (outbound_routes.py); the socket file (0600, stale or live)
 is `SocketFile` (socket_file.py). Kept to the lifecycle so that shutdown (stop accepting, tell every
 gateway, close with a grace period) reads in one place. Logs carry frame types, ids, sizes and peer
 counts, never message text.
@@ -30,6 +31,7 @@ from klaw.engine.socket_file import EngineSocketError, SocketFile
 from klaw.engine.socket_limits import (
     MAX_CONNECTIONS,
     MAX_LINGERING,
+    MAX_UNREAD_BYTES,
     REFUSED_LINGER_SECONDS,
     UNFINISHED_BYTES_BUDGET,
     UnfinishedFrames,
@@ -53,6 +55,7 @@ class EngineSocketServer:
         queries: QueryHandler | None = None,
         max_connections: int = MAX_CONNECTIONS,
         unfinished_bytes_budget: int = UNFINISHED_BYTES_BUDGET,
+        max_unread_bytes: int = MAX_UNREAD_BYTES,
     ) -> None:
         self.path = path
         self._file = SocketFile(path)
@@ -72,6 +75,7 @@ class EngineSocketServer:
         self._closed_to_new = asyncio.Event()
         self._count = 0
         self._max_connections = max_connections
+        self._max_unread = max_unread_bytes  # what one connection may leave unread before it is dropped (535)
         self._unfinished = UnfinishedFrames[GatewayConnection](unfinished_bytes_budget)
         self._full = False  # refusing connections; logged once per spell
         self._lingering = 0  # refused connections being read from until they close
@@ -208,7 +212,7 @@ class EngineSocketServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._count += 1
-        conn = GatewayConnection(f"gateway#{self._count}", writer)
+        conn = GatewayConnection(f"gateway#{self._count}", writer, max_unread=self._max_unread)
         if len(self._connections) >= self._max_connections:
             if not self._full:
                 log.warning("refusing connections: %d are open, the limit", len(self._connections))
