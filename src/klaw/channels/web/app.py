@@ -233,6 +233,11 @@ async def _invalid_request(request: Request, exc: RequestValidationError) -> Res
                 "client_id: the page's own id for the message must be 8 to 64 letters, digits, '-' or '_'"
                 " (a UUID's hex, say); send it so, or leave it out; nothing was sent"
             )
+        elif kind == "extra_forbidden":  # never dropped silently: the message would go where it was not meant
+            problems.append(
+                f"{where}: not a field of this API, which takes text (and client_id) and answers in web:main, the"
+                " owner's web chat, only; leave it out; nothing was sent"
+            )
         elif kind == "string_unicode":
             problems.append(f"{where}: {LONE_SURROGATE}")
         elif where == "wait" and location[:1] == ("query",):  # `nan` was "should be less than or equal to 600" (503)
