@@ -130,7 +130,7 @@ def how_to_stop(holder: Holder) -> str:
     if command == "klaw mcp serve":
         return f"stop it first (close the MCP client that started it, Ctrl-C in its terminal{kill})"
     if command == LIBRARY:
-        return "end that program first (it holds the home until its Klaw(home) is closed)"
+        return f"end that program, or close its Klaw, first (its Klaw(home) holds the home until closed{kill})"
     if command.startswith("klaw "):
         return f"stop it first (Ctrl-C in its terminal{kill})"
     return STOP_AN_ENGINE

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from klaw.engine.socket_file import EngineAlreadyRunningError
+from klaw.engine_presence import of_another_home
 from klaw.home import KlawHome
-from klaw.home_lock import ENGINE_ROLE, held_by_this_process, holder_of
+from klaw.home_lock import ENGINE_ROLE, LIBRARY, PIPED_CHAT, held_by_this_process, holder_of
 from klaw.library_arguments import talk_instead
 
 _open: dict[Path, Any] = {}  # home root → the started Klaw holding it (Any: library.py imports this module)
@@ -35,12 +36,22 @@ def opened(home: KlawHome) -> Any:
     return _open.get(home.root)
 
 
+NO_PAGE = frozenset({LIBRARY, "klaw chat", PIPED_CHAT, "klaw mcp serve"})
+"""The engines that serve no web page to ask them through, nor can: the refusal names the holder and its fixes
+only (newcomer24: beside another library program it offered the page and `listen=True`, decision 538)."""
+
+
 async def refused_start(home: KlawHome, refusal: EngineAlreadyRunningError) -> EngineAlreadyRunningError:
     """What a start refused on a held home raises: this program's own Klaw named (`already_open`),
-    maintenance as it is ("wait for it to finish"), another process's engine with how to ask it instead."""
+    maintenance as it is ("wait for it to finish"), another program's `Klaw` with the two fixes that apply (end
+    it, or a home of this program's own), another engine with how to ask it instead through its web page."""
     holder = holder_of(home.root)
     if held_by_this_process(home.root) or (holder and holder.role and holder.role != ENGINE_ROLE):
         return already_open(home, refusal)
+    if holder is not None and holder.command == LIBRARY and not of_another_home(home, holder):
+        return EngineAlreadyRunningError(f"{refusal}; or give this program a home of its own: Klaw('<another folder>')")
+    if holder is not None and holder.command in NO_PAGE:
+        return refusal
     return EngineAlreadyRunningError(f"{refusal}. {await talk_instead(home)}")
 
 
