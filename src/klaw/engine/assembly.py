@@ -279,6 +279,7 @@ async def assemble(
         clock=clock,
         specs_for=selection.specs,
     )
+    scheduler.open_questions = approvals.noted  # a cut-off run's open question is told as never approved (535)
     late: dict[ServiceKey[Any], object] = {
         SCHEDULER: scheduler,
         MESSAGES: AgentMessages(processor, delivery),

@@ -8,6 +8,8 @@ interrupted only when the task next ran. Now, when the scheduler starts, each on
 - recorded for a scheduled task as its last run, `interrupted`, at the time it started (`klaw schedule list`),
 - told in its chat, if it has one, by a message naming the task and when the run started, logged and
   kept for delivery like a task's answer (decision 101), so it reaches a gateway that connects later.
+- a call of it whose approval question was open at the kill (a spawned subagent asks its chat's person)
+  written in its log as never approved and named in that message, as a chat's turn does (decision 535).
 It is not run again: its tools may have acted (a message sent, a command run), the reasoning of
 decision 299; the person, told, decides. A run whose log shows it finished (klaw stopped after its
 answer, before its note went) is not cut off: its answer, if its chat had not got it yet, is sent there
@@ -25,6 +27,8 @@ import logging
 from collections.abc import Sequence
 from datetime import tzinfo
 
+from klaw.engine.interrupted_exchanges import never_approved_results
+from klaw.engine.open_questions import OpenQuestions
 from klaw.engine.run_answers import WaitingAnswer
 from klaw.engine.silent import is_silent
 from klaw.engine.subagents import ANSWERS, INTERRUPTED_TEXT, SubagentRunner, answer_id, run_answer_metadata
@@ -36,8 +40,9 @@ log = logging.getLogger(__name__)
 INTERRUPTED = "interrupted"
 
 
-def cut_off_notice(run: RunUnderWay, zone: tzinfo) -> str:
-    """What the run's chat is told: which run, when it started, that it was not run again and why."""
+def cut_off_notice(run: RunUnderWay, zone: tzinfo, never_approved: Sequence[str] = ()) -> str:
+    """What the run's chat is told: which run, when it started, that it was not run again and why, and the
+    calls whose approval question was still open (never approved, not run: decision 535)."""
     when = run.started_at.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
     what = f"The run of task '{run.task}'" if run.origin == "schedule" else f"The subagent run '{run.task}'"
     then = (
@@ -45,25 +50,41 @@ def cut_off_notice(run: RunUnderWay, zone: tzinfo) -> str:
         if run.origin == "schedule"
         else "Ask again if you still want it."
     )
+    unasked = ""
+    if never_approved:
+        tools = ", ".join(dict.fromkeys(never_approved))
+        unasked = (
+            f" Its question asking you to approve {tools} was still open when klaw stopped: not run, as it was"
+            " never approved."
+        )
     return (
         f"{what} that started at {when} was cut off: klaw stopped (a restart or a crash) before it finished,"
-        f" so it has no answer. It was not run again, since its tools may already have acted. {then}"
+        f" so it has no answer.{unasked} It was not run again, since its tools may already have acted. {then}"
     )
 
 
-async def tell_cut_off(store: ScheduleStore, runner: SubagentRunner, runs: Sequence[RunUnderWay], zone: tzinfo) -> int:
+async def tell_cut_off(
+    store: ScheduleStore,
+    runner: SubagentRunner,
+    runs: Sequence[RunUnderWay],
+    zone: tzinfo,
+    noted: OpenQuestions | None = None,
+) -> int:
     """Tell each of `runs` (the notes left at start); returns how many were cut off. A failure to tell one
-    (a full disk) is logged and leaves its note, so the next start tells it."""
+    (a full disk) is logged and leaves its note, so the next start tells it. `noted`: the approval questions a
+    kill left open (open_questions.py), a cut-off run's told as never approved, as a chat's are (decision 535)."""
     told = 0
     for run in runs:
         try:
-            told += await _tell(store, runner, run, zone)
+            told += await _tell(store, runner, run, zone, noted)
         except Exception as exc:
             log.error("the cut-off run of task %s could not be told: %s", run.task, type(exc).__name__, exc_info=True)
     return told
 
 
-async def _tell(store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, zone: tzinfo) -> bool:
+async def _tell(
+    store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, zone: tzinfo, noted: OpenQuestions | None
+) -> bool:
     if run.answer is not None:  # the run ended, its status recorded; its answer waited for its chat (decision 432)
         if run.inject_into is None:  # its chat cannot be read (edited by hand): the answer stays in the log
             await asyncio.to_thread(store.run_ended, run)
@@ -87,13 +108,29 @@ async def _tell(store: ScheduleStore, runner: SubagentRunner, run: RunUnderWay, 
         return False
     if run.origin == "schedule":
         await asyncio.to_thread(store.record_run, run.task, run.started_at, INTERRUPTED)
+    never_approved = await _never_approved(runner, run, noted)
     if await runner.history.has_unfinished_run(run.log_name):
         await runner.append(runner.final(task_chat(run.log_name), INTERRUPTED_TEXT, INTERRUPTED))
     if run.inject_into is not None:
         metadata = {"source": "task", "task": run.task, "origin": run.origin, "run_status": INTERRUPTED}
-        runner.deliver_later(WaitingAnswer(run.inject_into, cut_off_notice(run, zone), metadata, None), run)
+        notice = cut_off_notice(run, zone, never_approved)
+        runner.deliver_later(WaitingAnswer(run.inject_into, notice, metadata, None), run)
     else:
         await asyncio.to_thread(store.run_ended, run)
     log.warning("the run of task %s started at %s was cut off when klaw stopped; told, not run again", run.task,
                 run.started_at.isoformat(timespec="seconds"))  # fmt: skip
     return True
+
+
+async def _never_approved(runner: SubagentRunner, run: RunUnderWay, noted: OpenQuestions | None) -> list[str]:
+    """The run's calls whose question was open at the kill (a spawned subagent asks its chat's person, decision
+    525), written into its log as never approved before the run is closed (the model of a later run of the name
+    reads them so, not as "may or may not have taken effect"), their note cleared; their tools' names."""
+    chat = task_chat(run.log_name)
+    ids = await noted.take_run(chat) if noted is not None else frozenset[str]()
+    if not ids:
+        return []
+    results = never_approved_results(chat, await runner.history.unfinished(run.log_name), ids, runner.now())
+    for result in results:
+        await runner.append(result)
+    return [str((result.metadata or {}).get("name")) for result in results]

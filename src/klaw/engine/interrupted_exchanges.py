@@ -27,7 +27,7 @@ from klaw.engine.tools_used import NOT_ASKED
 from klaw.log_format import LOG_FILE_ONLY
 from klaw.memory.ingestion import Ingestion
 from klaw.store.exchange_records import exchange_close_record, opened_user_message_id
-from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role, StoredMessage
+from klaw.store.records import ChatRef, ExchangeStatus, MessageRecord, MessageType, Role
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ async def close_interrupted(
                     for e in exchanges)  # fmt: skip
         if not again and later:
             continue  # answered by a later exchange already (left open by a crash before decision 306)
-        for result in _never_approved_results(chat, records, never_approved, now):
+        for result in never_approved_results(chat, [m.record for m in records], never_approved, now):
             await ingestion.accept(result)
         status = ExchangeStatus.INTERRUPTED
         await ingestion.accept(exchange_close_record(opening, status, None, now, answered_again=again))
@@ -79,14 +79,15 @@ async def close_interrupted(
     return closed
 
 
-def _never_approved_results(
-    chat: ChatRef, records: Sequence[StoredMessage], never_approved: Collection[str], now: datetime
+def never_approved_results(
+    chat: ChatRef, records: Sequence[MessageRecord], never_approved: Collection[str], now: datetime
 ) -> list[MessageRecord]:
-    """A result for each call of the exchange whose question was open at the crash and that has none."""
-    answered = {str((m.record.metadata or {}).get("tool_call_id")) for m in records
-                if m.record.type is MessageType.TOOL_RESULT}  # fmt: skip
-    calls = [c for m in records if m.record.type is MessageType.TOOL_CALL
-             for c in (m.record.metadata or {}).get("tool_calls", []) if isinstance(c, dict)]  # fmt: skip
+    """A result for each call of the exchange (or a cut-off run, decision 535) whose question was open at the
+    crash and that has none."""
+    answered = {str((m.metadata or {}).get("tool_call_id")) for m in records
+                if m.type is MessageType.TOOL_RESULT}  # fmt: skip
+    calls = [c for m in records if m.type is MessageType.TOOL_CALL
+             for c in (m.metadata or {}).get("tool_calls", []) if isinstance(c, dict)]  # fmt: skip
     return [
         MessageRecord(
             chat,

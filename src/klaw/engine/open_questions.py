@@ -30,12 +30,14 @@ import logging
 from pathlib import Path
 
 from klaw.atomic_file import replace_file
+from klaw.scheduling.names import SUBAGENT_CHANNEL
 from klaw.small_file import read_small, refused, size_words
 from klaw.store.protocol import SettingsRepository
 from klaw.store.records import ChatRef
 
 log = logging.getLogger(__name__)
 _SEP = "\u0000"
+_RUN = f"{SUBAGENT_CHANNEL}{_SEP}"  # a run's chat (a spawned subagent's question, decision 525)
 SHARED_KEY = "approvals_open:"  # + the chat as a JSON pair: PostgreSQL's text holds no NUL
 MAX_BYTES = 1 << 20  # thousands of open questions; klaw's own note holds a few ids
 
@@ -58,6 +60,7 @@ class OpenQuestions:
         self._shared = shared  # a store several engines share: the chat's note kept there too (decision 466)
         self._open: dict[str, list[str]] = _read(path) if path is not None else {}
         self._saved = {key: set(ids) for key, ids in self._open.items()}  # what the file holds, as far as known
+        self._runs_at_start: set[str] = set()  # runs' notes a kill left, for the cut-off runs' telling (535)
 
     async def ask(self, chat: ChatRef, call_id: str) -> None:
         """Note the call before its question is sent, in the home and, shared, in the store."""
@@ -93,12 +96,35 @@ class OpenQuestions:
 
     def keep_only(self, chats: set[ChatRef]) -> None:
         """Forget the notes of chats with nothing cut off (another engine sharing the store took them over):
-        a stale call id, reused by a later call, would tell that one as never approved."""
+        a stale call id, reused by a later call, would tell that one as never approved. A run's notes stay
+        until the scheduler tells its cut-off run (`take_run`, then `drop_runs_left`: decision 535)."""
         kept = {_key(chat) for chat in chats}
-        if stale := [key for key in self._open if key not in kept]:
+        self._runs_at_start = {key for key in self._open if key.startswith(_RUN)}
+        if stale := [key for key in self._open if key not in kept and key not in self._runs_at_start]:
             for key in stale:
                 del self._open[key]
             self._save()
+
+    async def take_run(self, chat: ChatRef) -> frozenset[str]:
+        """A cut-off run's noted calls, no longer noted here nor in a shared store: told as never approved."""
+        ids = self.take(chat)
+        self._runs_at_start.discard(_key(chat))
+        if ids and self._shared is not None:
+            try:
+                await self._shared.delete(shared_key(chat))
+            except Exception as exc:  # the store down: a later start tells the call as unknown, as before
+                why = type(exc).__name__
+                log.warning("could not take the open approval questions of %s from the store: %s", chat, why)
+        return ids
+
+    def drop_runs_left(self) -> None:
+        """The cut-off runs told: a run's note that none took (its run had ended, or scheduler.db lost its
+        note) is stale, and goes (decision 535)."""
+        if left := [key for key in self._runs_at_start if key in self._open]:
+            for key in left:
+                del self._open[key]
+            self._save()
+        self._runs_at_start = set()
 
     async def _share(self, chat: ChatRef) -> bool:
         if self._shared is None:

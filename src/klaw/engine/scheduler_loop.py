@@ -37,6 +37,7 @@ from klaw.config import SchedulerConfig
 from klaw.disk_trouble import damaged_database, damaged_words, disk_trouble, repair_scheduler_db
 from klaw.engine.clock import Clock
 from klaw.engine.cut_off_runs import tell_cut_off
+from klaw.engine.open_questions import OpenQuestions
 from klaw.engine.run_answers import RunNotes
 from klaw.engine.subagents import RunOutcome, SubagentRequest, SubagentRunner
 from klaw.llm.catalogue import ModelCatalogue
@@ -97,6 +98,7 @@ class Scheduler:
     """Why replies injected into a chat reach nobody (the Telegram bot off, the chat not allowed): warned at
     each run (decision 501)."""
     zone: tzinfo = field(init=False)
+    open_questions: OpenQuestions | None = field(default=None, init=False)  # the gate's: a cut-off run's (535)
     _grace: timedelta = field(init=False)
     _daily: DailyRuns = field(init=False)
     _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -247,7 +249,9 @@ class Scheduler:
 
     async def _loop(self, cut_off: Sequence[RunUnderWay]) -> None:
         if cut_off:  # before any firing: a task's cut-off run is told before its next one starts
-            await tell_cut_off(self.store, self.runner, cut_off, self.zone)
+            await tell_cut_off(self.store, self.runner, cut_off, self.zone, self.open_questions)
+        if self.open_questions is not None:
+            self.open_questions.drop_runs_left()
         while not self._stopping:
             try:
                 async with self._editing:

@@ -89,8 +89,12 @@ class SubagentHistoryLoader:
 
     async def has_unfinished_run(self, task_name: str) -> bool:
         """Whether the log ends with records after the last final answer (a crash mid-run)."""
+        return bool(await self.unfinished(task_name))
+
+    async def unfinished(self, task_name: str) -> list[MessageRecord]:
+        """The records after the log's last final answer: a run a crash cut off (its calls, decision 535)."""
         _, tail = await asyncio.to_thread(self._read_tail, task_name, 0)
-        return bool(tail)
+        return list(tail)
 
     def _read_back_to(self, task_name: str, since: datetime) -> list[MessageRecord]:
         """Read files newest first until one begins before `since` (or none are left)."""
