@@ -68,6 +68,6 @@ async def test_search_memory_gives_the_command_lines_hits_and_scores(tmp_path: P
         ]
         assert library, query  # not gated away: the command line shows them all
         assert library == printed
-        assert all(hit.kind == "message" and isinstance(hit.id, int) and hit.id > 0 for hit in found[query])
+        assert all(hit.kind == "message" and isinstance(hit.id, str) and hit.id for hit in found[query])
     key = found["where is the spare key"]
     assert key[0].text == SAID[2] and key[0].fts_rank == 1 and key[0].score > 2 * key[-1].score

@@ -72,7 +72,10 @@ class MemoryFound:
     text: str
     created_at: datetime
     score: float
-    id: int | str  # the message's rowid (int), or the memory's id (str, like 3f9a1c2e: `/forget memory <id>`)
+    # a message's id, the one `history` gives it (`HistoryEntry.id`, `TurnState.message`/`reply`): a hit is found
+    # in the chat's history by it (its database rowid before, which nothing else names: decision 538); or a saved
+    # memory's id, like 3f9a1c2e (`/forget memory <id>`)
+    id: str
     session: int
     distance: float | None
     fts_rank: int | None
@@ -139,7 +142,7 @@ class ChatReader:
                 h.message.content,
                 h.message.record.created_at,
                 h.score,
-                h.message.rowid,
+                h.message.record.id,
                 h.message.segment_id,
                 h.distance,
                 h.fts_rank,
