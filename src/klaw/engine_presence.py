@@ -30,6 +30,7 @@ from klaw.home_lock import (
     held_by_this_process,
     holder_of,
 )
+from klaw.store.errors import StorageError
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 # What to do about an engine in the way: it may be any of these, and only its owner can tell which.
@@ -162,12 +163,14 @@ def hold_sqlite_file(home: KlawHome, backend: str, configured_path: str, role: s
     lock covers it (the file is in the home) or the backend is PostgreSQL (engine leases share it).
     The lock is the file's own (`NAME.engine.lock` beside it), so two files in one folder are two databases;
     a file in another home (its engine.yaml beside it) is held by that home's lock, which its engine holds
-    (decision 532's addendum). `HomeHeldError` names the holder and the home it runs on."""
+    (decision 532's addendum). The file is found through any symbolic link first, so two names of one file
+    take one lock; a file with several hard links is refused (decision 541). `HomeHeldError` names the holder
+    and the home it runs on; the engines and the maintenance commands all hold the file here (decision 536)."""
     if backend != "sqlite":
         return None
-    database = home.database_file(configured_path)
+    database = sqlite_file(home, configured_path)
     folder = database.parent
-    if folder.resolve() == home.root.resolve():
+    if folder == home.root.resolve():
         return None
     another_home = (folder / "engine.yaml").is_file()
     try:
@@ -178,3 +181,19 @@ def hold_sqlite_file(home: KlawHome, backend: str, configured_path: str, role: s
         if another_home and not exc.holder.home:  # a lock written by a klaw from before homes were recorded
             exc.holder = dataclasses.replace(exc.holder, home=str(folder))
         raise
+
+
+def sqlite_file(home: KlawHome, configured_path: str) -> Path:
+    """The SQLite file `database.path` names, through every symbolic link (one lock for all its names);
+    `StorageError` when the file has other hard links: no lock beside one name sees the others, and SQLite
+    keeps a journal per name, so two names can lose a crashed write (decision 541)."""
+    database = home.database_file(configured_path).resolve()
+    with contextlib.suppress(FileNotFoundError):
+        if (links := os.stat(database).st_nlink) > 1:
+            raise StorageError(
+                f"the SQLite database {database} has {links} names (hard links): an engine opened through another"
+                " name would not be refused, and SQLite keeps a journal per name. Keep one name: find the others"
+                f" with `find / -xdev -samefile {database}` and remove them, or give this home a copy"
+                " (cp --no-preserve=links) as its own database.path"
+            )
+    return database

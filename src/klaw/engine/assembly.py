@@ -342,7 +342,8 @@ async def assemble(
     await processor.resuming.resume_unanswered()
     await processor.resuming.redeliver()  # replies a crash left unconfirmed: queued until their gateway says hello
     if leases is not None:  # chats an engine sharing the store left unanswered when it died
-        leases.start(processor.resuming.take_over, clock.now, RESUME_WITHIN)
+        # back from a stall to a database another embedder took: no more vectors of its own (decision 541)
+        leases.start(processor.resuming.take_over, clock.now, RESUME_WITHIN, memory.embedding_queue.stop_for_good)
     await scheduler.start()  # after recovery, and once replies have somewhere to go
     stack.push_async_callback(scheduler.stop)
     if docs is not None:  # built (once per klaw version and embedder) before the first docs_search needs it

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 
 from klaw.store.lease_fence import LeaseFence, fenced
-from klaw.store.protocol import StorageError
+from klaw.store.protocol import IndexMismatchError, StorageError
 from klaw.store.records import ChatRef
 from klaw.store.work_protocol import ChatLeaseRepository
 
@@ -82,19 +82,39 @@ class ChatLeases:
             await asyncio.sleep(poll)
 
     def start(
-        self, take_over: Callable[[ChatRef], Awaitable[None]], now: Callable[[], datetime], within: timedelta
+        self,
+        take_over: Callable[[ChatRef], Awaitable[None]],
+        now: Callable[[], datetime],
+        within: timedelta,
+        displaced: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """Renew the leases held, and watch for chats no engine serves: `take_over` each whose unanswered
         message is younger than `within` yet older than a lease (an engine alive takes the lease of a
-        chat within its debounce of accepting a message: its chats are never taken from it)."""
+        chat within its debounce of accepting a message: its chats are never taken from it). `displaced`
+        is told once, in words, when this engine comes back from a stall to a database another embedder
+        took meanwhile (decision 541)."""
         self._tasks = [
-            asyncio.create_task(self._renew_forever(), name="lease-renewal"),
+            asyncio.create_task(self._renew_forever(displaced), name="lease-renewal"),
             asyncio.create_task(self._watch_forever(take_over, now, within), name="lease-watch"),
         ]
 
-    async def _renew_forever(self) -> None:
+    async def _renew_forever(self, displaced: Callable[[str], Awaitable[None]] | None) -> None:
+        kept = True  # this engine's own record is renewed until another embedder took the database
         while True:
             await asyncio.sleep(self.seconds / 3)
+            try:
+                if kept and await self._repository.keep(self.holder, self.seconds):
+                    log.warning(
+                        "this engine stalled past its lease (database.leaseSeconds) and its record on the shared"
+                        " database had been dropped: restored, so an engine with another embedder is refused again"
+                    )
+            except IndexMismatchError as exc:  # its row is not restored: the other engine's embedder holds
+                kept = False
+                log.error("%s", exc)
+                if displaced is not None:
+                    await displaced(str(exc))
+            except Exception as exc:
+                log.warning("this engine's record not renewed: %s", _reason(exc))
             try:
                 lost = await self._repository.renew(sorted(self._held, key=str), self.holder, self.seconds)
             except Exception as exc:  # the server away for a moment: the next round tries again

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from klaw.engine_presence import held_message, hold_sqlite_file
+from klaw.engine_presence import held_message, hold_sqlite_file, sqlite_file
 from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_lock import HomeHeldError, HomeLock
@@ -58,7 +58,7 @@ def hold_database(home: KlawHome, backend: str, configured_path: str, stack: Asy
     try:
         lock = hold_sqlite_file(home, backend, configured_path)
     except HomeHeldError as exc:
-        database = home.database_file(configured_path)
+        database = sqlite_file(home, configured_path)
         elsewhere = f" from the home {exc.holder.home}" if exc.holder.home else ""
         raise EngineAlreadyRunningError(
             f"cannot start: {exc.holder.describe()} is running on the SQLite database {database} (database.path)"

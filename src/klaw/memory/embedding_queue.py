@@ -51,19 +51,17 @@ BACKOFF_SECONDS = (1, 2, 4, 8, 16, 32)
 # No embedding call carries more texts than this, whatever `embedder.batchSize` says: the limit of
 # common embedding APIs, and a bound on how much one failed call puts back.
 MAX_TEXTS_PER_CALL = 100
-# How long the worker waits after the store itself failed (not an embedding), before trying again.
-STORE_ERROR_PAUSE_SECONDS = 5.0
+STORE_ERROR_PAUSE_SECONDS = 5.0  # the worker's wait after the store itself failed (not an embedding)
 _MAX_REASON_CHARS = 200
-# A batch claimed on a store several engines share is theirs for this long (due again after it if the
-# engine dies mid-batch); a batch takes seconds.
+# A batch claimed on a shared store is theirs for this long (due again after it if the engine dies mid-batch).
 CLAIM_HOLD = timedelta(minutes=2)
 # A pass woken by a new job first waits 10 ms, so that the turn that job's message starts is under way and
 # counted (it then waits for that turn's end, `between_turns`): the message and its reply go in one pass
 # (decision 426: 196 of 200 turns, one yield 183). This timer once exposed a cancellation psycopg_pool's wait
 # for a connection lost at Ctrl-C (the stop hung); that loss is repaired where it happens (decision 428).
 SETTLE_SECONDS = 0.01
-# HTTP statuses by which an endpoint refuses a request for what it carries (too long, too large,
-# unprocessable), not for who asks or where: a batch without the offending text would pass.
+# HTTP statuses by which an endpoint refuses a request for what it carries (too long, too large, unprocessable),
+# not for who asks or where: a batch without the offending text would pass.
 INPUT_REJECTED_STATUSES = frozenset({400, 413, 422})
 # Exceptions whose messages are content-free by contract (they name endpoints, shapes, statuses).
 _DESCRIBED_ERRORS = (EmbedderError, LlmError, StorageError)
@@ -199,8 +197,8 @@ class EmbeddingQueue:
         self._between_turns = between_turns
 
     def start(self) -> None:
-        """Start the background worker (once); it first embeds whatever a previous run left pending."""
-        if self._worker is None:
+        """Start the background worker (once, never after `stop_for_good`); it first embeds what a run left pending."""
+        if self._worker is None and self._stopped is None:
             self._wake.set()
             self._worker = asyncio.create_task(self._run(), name="klaw-embedding-queue")
 
@@ -209,10 +207,8 @@ class EmbeddingQueue:
         self._wake.set()
 
     async def run_until_idle(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Embed every job due now, batch by batch, until none is due; returns how many were embedded.
-
-        Jobs that fail are rescheduled (not waited for). `progress(embedded, embedded + pending)` is
-        called after each batch."""
+        """Embed every job due now, batch by batch, until none is due; returns how many were embedded. Jobs that
+        fail are rescheduled (not waited for). `progress(embedded, embedded + pending)` is called after each batch."""
         embedded = 0
         while (batch := await self._run_batch()) is not None:
             embedded += batch
@@ -253,6 +249,11 @@ class EmbeddingQueue:
         async with self._idle:
             self._idle.notify_all()  # nobody waits for a worker that is gone
 
+    async def stop_for_good(self, reason: str) -> None:
+        """Stop the worker, never to start again here (`/embeddings on` neither); `/status` says `reason` (541)."""
+        self._stopped = self._last_error = reason
+        await self.aclose()
+
     async def _run(self) -> None:
         while True:
             self._wake.clear()
@@ -284,11 +285,10 @@ class EmbeddingQueue:
                 self._caught_up = False
 
     async def _drain(self) -> None:
-        """Every due job, batch by batch, each batch started between turns: its claim, embedder call and
-        vector write share the threads and the GIL with the turns, which a person waits for (~5 ms of a
-        30 ms back-to-back turn at 1k messages, decision 425), and a turn's message and reply then go in
-        one batch. Once a wait reached its bound (turns without a pause: many busy chats), the rest is
-        drained without waiting, so vectors come late by about that bound, never later."""
+        """Every due job, batch by batch, each started between turns: its claim, embedding and write share the
+        threads and the GIL with the turns a person waits for (~5 ms of a 30 ms turn at 1k messages, decision 425),
+        and a turn's message and reply go in one batch. Once a wait reached its bound (many busy chats), the rest
+        is drained without waiting, so vectors come late by about that bound, never later."""
         if self._between_turns is None:
             while await self._run_batch() is not None:
                 pass

@@ -45,6 +45,17 @@ def engine_embedder_conflict(holder: str, running: tuple[str, int], configured: 
     )
 
 
+def engine_displaced(what: str, theirs: tuple[str, int], own: tuple[str, int]) -> IndexMismatchError:
+    """What an engine back from a stall past its lease says when another embedder took the shared database
+    meanwhile (decision 541): `what` happened (another engine started; an engine re-bound the vector tables)."""
+    return IndexMismatchError(
+        f"this engine stalled past its lease (database.leaseSeconds) and {what}: embedder"
+        f" {theirs[0]!r} (dim {theirs[1]}), where this engine embeds with {own[0]!r} (dim {own[1]}): it stores no"
+        " more vectors. Stop this engine; set its embedder to the other's in engine.yaml, or stop the other"
+        " engine and, with this one alone, run 'klaw reindex'."
+    )
+
+
 class StoreNotSetUp(StorageError):
     """No klaw database where the configured one should be (no klaw.db yet; no klaw tables in the PostgreSQL
     database): an open not asked to create one (`backend.open_storage`) left it as it is. Each command says

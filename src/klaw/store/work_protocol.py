@@ -94,8 +94,13 @@ class ChatLeaseRepository(Protocol):
     async def release(self, chat: ChatRef, holder: str) -> None: ...
 
     async def join(self, holder: str, embedder: tuple[str, int], seconds: float) -> None:
-        """Note `holder` running with `embedder` (model id, dim) for `seconds`, renewed by `renew`, ended by
+        """Note `holder` running with `embedder` (model id, dim) for `seconds`, renewed by `keep`, ended by
         `release_all`; `IndexMismatchError` while another live engine embeds with another one (decision 532)."""
+        ...
+
+    async def keep(self, holder: str, seconds: float) -> bool:
+        """Renew `holder`'s record; True when it had been dropped (a stall past its lease) and is restored;
+        `IndexMismatchError` when another embedder took the database meanwhile (decision 541)."""
         ...
 
     async def forgotten_after(self, chat: ChatRef, rowid: int) -> bool:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from klaw.store.errors import engine_embedder_conflict
+from klaw.store.errors import engine_displaced, engine_embedder_conflict
 from klaw.store.lease_fence import LeaseFence
 from klaw.store.postgres.chats import ChatKeys
-from klaw.store.postgres.connection import PostgresDatabase, execute, fetch_all, fetch_one
+from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one
+from klaw.store.postgres.vectors import MEMORY_VECTORS, MESSAGE_VECTORS
 from klaw.store.records import ChatRef, MessageType, to_millis
 from klaw.store.shared.record_kinds import user_message_sql
 
@@ -27,29 +28,68 @@ class PostgresLeases:
     def __init__(self, db: PostgresDatabase, chats: ChatKeys) -> None:
         self._db = db
         self._chats = chats
+        self._embedders: dict[str, tuple[str, int]] = {}  # each holder's embedder, as it joined: `keep` restores it
 
     async def join(self, holder: str, embedder: tuple[str, int], seconds: float) -> None:
-        """Record this engine and its embedder for `seconds` (renewed with its chat leases); refused with
+        """Record this engine and its embedder for `seconds` (renewed by `keep`); refused with
         `IndexMismatchError` while another engine's live record names another embedder (decision 532)."""
         async with self._db.transaction() as connection:
-            await execute(connection, "SELECT pg_advisory_xact_lock(%s)", (ENGINE_LEASES_LOCK,))
-            await execute(connection, "DELETE FROM engine_leases WHERE expires_at <= clock_timestamp()")
-            other = await fetch_one(
+            await self._enter(connection, holder, embedder, seconds, coming_back=False)
+        self._embedders[holder] = embedder
+
+    async def keep(self, holder: str, seconds: float) -> bool:
+        """Renew `holder`'s record for `seconds`; True when it was gone and is restored: the engine stalled past
+        its lease and a starting engine dropped its row (decision 541). Restored only as `join` would let it
+        start now; `IndexMismatchError` (`engine_displaced`) when another embedder took the database meanwhile."""
+        async with self._db.transaction() as connection:
+            rows = await fetch_all(
                 connection,
-                "SELECT holder, embedder_id, dim FROM engine_leases"
-                " WHERE holder <> %s AND (embedder_id <> %s OR dim <> %s) ORDER BY expires_at DESC LIMIT 1",
-                (holder, embedder[0], embedder[1]),
+                "UPDATE engine_leases SET expires_at = clock_timestamp() + make_interval(secs => %s)"
+                " WHERE holder = %s RETURNING holder",
+                (seconds, holder),
             )
-            if other is not None:
-                raise engine_embedder_conflict(str(other[0]), (str(other[1]), int(other[2])), embedder)
-            await execute(
+            if rows or holder not in self._embedders:
+                return False
+            await self._enter(connection, holder, self._embedders[holder], seconds, coming_back=True)
+        return True
+
+    async def _enter(
+        self, connection: Connection, holder: str, embedder: tuple[str, int], seconds: float, *, coming_back: bool
+    ) -> None:
+        """`holder`'s row written under the advisory lock once no live engine embeds otherwise; `coming_back`
+        (its row was dropped while it stalled): nor may the vector tables be bound to another embedder now."""
+        await execute(connection, "SELECT pg_advisory_xact_lock(%s)", (ENGINE_LEASES_LOCK,))
+        await execute(connection, "DELETE FROM engine_leases WHERE expires_at <= clock_timestamp()")
+        other = await fetch_one(
+            connection,
+            "SELECT holder, embedder_id, dim FROM engine_leases"
+            " WHERE holder <> %s AND (embedder_id <> %s OR dim <> %s) ORDER BY expires_at DESC LIMIT 1",
+            (holder, embedder[0], embedder[1]),
+        )
+        if other is not None:
+            running = (str(other[1]), int(other[2]))
+            if coming_back:
+                raise engine_displaced(f"another engine ({other[0]}) started meanwhile", running, embedder)
+            raise engine_embedder_conflict(str(other[0]), running, embedder)
+        if coming_back:
+            bound = await fetch_one(
                 connection,
-                "INSERT INTO engine_leases (holder, embedder_id, dim, expires_at)"
-                " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
-                " ON CONFLICT (holder) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim,"
-                " expires_at = excluded.expires_at",
-                (holder, embedder[0], embedder[1], seconds),
+                "SELECT embedder_id, dim FROM index_meta"
+                " WHERE table_name = ANY(%s) AND (embedder_id <> %s OR dim <> %s) LIMIT 1",
+                ([MESSAGE_VECTORS, MEMORY_VECTORS], embedder[0], embedder[1]),
             )
+            if bound is not None:
+                raise engine_displaced(
+                    "an engine re-bound the vector tables meanwhile", (str(bound[0]), int(bound[1])), embedder
+                )
+        await execute(
+            connection,
+            "INSERT INTO engine_leases (holder, embedder_id, dim, expires_at)"
+            " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
+            " ON CONFLICT (holder) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim,"
+            " expires_at = excluded.expires_at",
+            (holder, embedder[0], embedder[1], seconds),
+        )
 
     async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> int | None:
         """Take (or extend) the chat's lease for `seconds` unless another holder's is still valid; the
@@ -70,15 +110,10 @@ class PostgresLeases:
 
     async def renew(self, chats: Sequence[ChatRef], holder: str, seconds: float) -> set[ChatRef]:
         """Extend the leases `holder` still holds among `chats`; returns those it no longer holds
-        (expired and taken by another engine meanwhile). The engine's own record (`join`) is renewed too."""
+        (expired and taken by another engine meanwhile). The engine's own record is `keep`'s."""
+        if not chats:
+            return set()
         async with self._db.transaction() as connection:
-            await execute(
-                connection,
-                "UPDATE engine_leases SET expires_at = clock_timestamp() + make_interval(secs => %s) WHERE holder = %s",
-                (seconds, holder),
-            )
-            if not chats:
-                return set()
             keys = {await self._chats.ensure(connection, chat): chat for chat in chats}
             rows = await fetch_all(
                 connection,
