@@ -64,6 +64,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - SandboxInstallError (RuntimeError) ..... tools/sandbox/venv: packages not installed; pip's words
   - NoSlot (RuntimeError) .................. tools/sandbox/run_slots: every sandbox slot stayed taken; code not run
   - PluginImportHangs (RuntimeError) ....... tools/plugin_import: a plugin's import not finished in time; left out
+    + PluginProviderHangs .................. a plugin's provider not returned in time; left out (decision 540)
   - EngineStopping (RuntimeError) .......... engine/failures: shutting down, no new messages
   - EngineSocketError (RuntimeError) ....... engine/socket_file: the socket could not be set up
     + EngineAlreadyRunningError ............ another engine serves the home
