@@ -9,7 +9,7 @@ engine, and the engine share it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -118,9 +118,11 @@ COMMAND_USAGE = {
 
 def help_text(commands: Iterable[Described], about: str = "", skills: Iterable[str] = ()) -> str:
     """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each, then the skills a person can
-    call by name (decision 529); `/help NAME` (or `/help /NAME`): that command's line and how it is typed (it
+    call by name (decision 529), each with its description when `skills` maps names to them (decision 540: piped,
+    `/greet` was listed bare); `/help NAME` (or `/help /NAME`): that command's line and how it is typed (it
     ignored its argument and listed them all), or how a skill is called."""
     listed = list(commands)
+    about_skill = dict(skills) if isinstance(skills, Mapping) else {}
     callable_skills = sorted(set(skills) - COMMAND_NAMES)
     name = about.strip().lstrip("/").lower()
     if name:
@@ -129,12 +131,16 @@ def help_text(commands: Iterable[Described], about: str = "", skills: Iterable[s
                 usage = COMMAND_USAGE.get(name)
                 return f"/{command.name} — {command.description}" + (f"\n{usage}" if usage else "")
         if name in callable_skills:
-            return f"/{name} [words] — calls the {name} skill with the words as its $ARGUMENTS"
+            said = f": {preview(about_skill[name])}" if about_skill.get(name) else ""
+            return f"/{name} [words] — calls the {name} skill with the words as its $ARGUMENTS{said}"
         return f"No command /{preview(name)}. " + help_text(listed, skills=callable_skills)
     said = "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in listed)
     if callable_skills:
         said += (
             "\nSkills (/name [words] asks the agent to follow the skill, the words as its $ARGUMENTS):\n"
-            + "\n".join(f"/{skill}" for skill in callable_skills)
+            + "\n".join(
+                f"/{skill} — {preview(about_skill[skill])}" if about_skill.get(skill) else f"/{skill}"
+                for skill in callable_skills
+            )
         )
     return said

@@ -107,7 +107,8 @@ async def test_a_skill_called_by_name_reaches_the_model_filled(tmp_path: Path) -
         status = (await h.engine.submit(CHAT, "/status")).command_reply  # the command wins over the skill
         assert status is not None and "Uptime" in status, status
         listed = (await h.engine.submit(CHAT, "/help")).command_reply
-        assert listed is not None and "\n/weather-report\n" in listed + "\n" and "/garden-plan" in listed, listed
+        assert listed is not None and "\n/weather-report — Write a short weather report for a city.\n" in listed + "\n"
+        assert "/garden-plan — Plan what to sow and when." in listed, listed
         assert "house-rules" not in listed and listed.count("/status") == 1, listed
         assert len(h.server.chat_requests) == asked  # commands and refusals never reach the model
 

@@ -79,19 +79,21 @@ def skills_folder(home: KlawHome, config: EngineConfig) -> tuple[Path, int] | No
     return (home.skills_dir, config.tools.skills.max_file_bytes) if "skills" in config.tool_groups else None
 
 
-def _skills_in(skills: tuple[Path, int] | None) -> tuple[Callable[[], list[str]], Callable[[], list[str]]]:
+def _skills_in(
+    skills: tuple[Path, int] | None,
+) -> tuple[Callable[[], list[str]], Callable[[], dict[str, str]]]:
     """The skills folder's usable skills' names and those a person may call by name, checked as the engine and
     `klaw skills check` check them (decision 536: a folder with any SKILL.md was listed by `/help`, one the
     engine leaves out too). Scanned once, when first asked: only a piped command asks."""
     if skills is None:
-        return list, list
+        return list, dict
     folder, max_bytes = skills
 
     @functools.cache
-    def scanned() -> tuple[list[str], list[str]]:
+    def scanned() -> tuple[list[str], dict[str, str]]:
         from klaw.tools.skills.catalogue import scan_skills  # reads each SKILL.md: only for a piped command
 
-        found = scan_skills(folder, max_bytes=max_bytes).skills.values()
-        return [s.name for s in found], [s.name for s in found if s.user_invocable]
+        found = scan_skills(folder, max_bytes=max_bytes).skills.values()  # /help says each one's description (540)
+        return [s.name for s in found], {s.name: s.summary for s in found if s.user_invocable}
 
     return (lambda: scanned()[0]), (lambda: scanned()[1])

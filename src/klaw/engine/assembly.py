@@ -307,7 +307,7 @@ async def assemble(
         skill=(lambda _name: None) if skills is None else (lambda name: skills.current().skills.get(name)),
         skill_names=(lambda: ())
         if skills is None
-        else (lambda: [s.name for s in skills.current().skills.values() if s.user_invocable]),
+        else (lambda: {s.name: s.summary for s in skills.current().skills.values() if s.user_invocable}),
         status_first=[] if config_file is None else [config_file.status_lines],
         status_lines=[
             lambda: [store_line(home.database_file(config.database.path), config.database)],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from datetime import datetime
@@ -83,7 +83,8 @@ class CommandHandler:
     # The model a program gave (`Klaw(model=...)`) answering a configured id, by name; None: the configured one
     stand_in: Callable[[str], str | None] = lambda _model_id: None
     skill: Callable[[str], Skill | None] = lambda _name: None  # /weather-report calls a skill (decision 529)
-    skill_names: Callable[[], Sequence[str]] = lambda: ()  # the skills /help lists as called by name
+    # the skills /help lists as called by name: their names, or names to descriptions (decision 540)
+    skill_names: Callable[[], Collection[str]] = lambda: ()
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
     _listing: ToolListing | None = field(init=False, default=None)
 

@@ -120,6 +120,8 @@ def check_skill(folder: Path, skills_root: Path, *, max_bytes: int) -> SkillChec
     problems += _link_problems(body, resolved, label)
     if label in COMMAND_NAMES:
         problems.append(Problem(where, shadowed(label), "warning"))
+    if invocable and (skipped := _placeholder_out_of_order(body)) is not None:
+        problems.append(Problem(where, skipped, "warning"))
     if any(p.severity == "error" for p in problems):
         return SkillCheck(label, None, problems)
     return SkillCheck(label, Skill(name, description, resolved, files, invocable), problems)
@@ -287,3 +289,25 @@ def shadowed(name: str) -> str:
         f"/{name} is klaw's command, so typing /{name} runs the command, not this skill (the agent can still use it);"
         " rename the folder and its name to call the skill by /name"
     )
+
+
+_POSITIONAL = re.compile(r"\$(?:\{([1-9])\}|([1-9])(?![0-9]))")  # as skill_call.py fills them
+
+
+def _placeholder_out_of_order(body: str) -> str | None:
+    """The warning for a body writing `$N` with some `$1`..`$N-1` unused: a call by name fills `$N` with its Nth
+    word, empty when fewer are given, and such a `$N` is most likely a dollar amount ("costs $5") that vanishes
+    silently (newcomer24, decision 540). None when the placeholders run in order from `$1`."""
+    used = {int(m.group(1) or m.group(2)) for m in _POSITIONAL.finditer(body)}
+    late = sorted(n for n in used if not set(range(1, n)) <= used)
+    if not late:
+        return None
+    first = late[0]
+    return (
+        f"${first} is filled with the {_ORDINALS[first - 1]} word after /name when the skill is called by name, and"
+        f" emptied when fewer words are given, but no ${min(set(range(1, first)) - used)} comes before it: if it is a"
+        f" dollar amount, write {first} dollars (or add user-invocable: false)"
+    )
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
