@@ -76,6 +76,7 @@ async def test_a_streaming_channel_gets_the_reply_in_pieces_then_whole() -> None
             kind="reply",
             id=reply_id,
             answers=(sent.id,),
+            origin="web",  # the web channel's gateway sent it (decision 535)
         )
         stack.server.reply_text("whole only")
         await stack.gateway.submit("batch", "b1", "hi")

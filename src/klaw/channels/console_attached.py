@@ -28,7 +28,7 @@ from klaw.channels.console_cancel import ChatCtrlC, start_cancelling
 from klaw.channels.console_prompt import approves, ask_approval, ctrl_c_clears_a_typed_line, next_message
 from klaw.channels.console_waiting import TICK_SECONDS, AskedDoing, waiting_text
 from klaw.command_syntax import parse_command
-from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame
+from klaw.engine.frames import DeltaFrame, FrameError, OutboundFrame, origin_label
 from klaw.gateway.buffer import BufferUnavailable
 from klaw.gateway.link import EngineUnavailable, QueryFailed
 from klaw.terminal_text import visible
@@ -362,8 +362,8 @@ class AttachedConsole:
             return
         if away and reply.approval is None:
             self._console.print(Text(WHILE_AWAY, style="bold yellow"), highlight=False)
-        elif _piped_in(reply, self._mine):
-            self._console.print(Text(PIPED_IN, style="bold yellow"), highlight=False)
+        elif _not_mine(reply, self._mine):  # labelled by where its message came from (decision 535)
+            self._console.print(Text(origin_label(reply.origin), style="bold yellow"), highlight=False)
         show_reply(self._console, self._stderr, reply)
 
     async def _watch_link(self) -> None:
@@ -387,8 +387,8 @@ def _shown_there(reply: OutboundFrame) -> None:
     """A piped chat beside a terminal: what is not its reply is the terminal's to show."""
 
 
-def _piped_in(reply: OutboundFrame, mine: set[str]) -> bool:
+def _not_mine(reply: OutboundFrame, mine: set[str]) -> bool:
     """A reply sent now to a message this terminal did not send, no task's nor another chat's: a piped
-    `klaw chat`'s, sent beside it into this chat (decision 527)."""
+    `klaw chat`'s beside it (decision 527), an earlier terminal's, one from before a restart (535)."""
     unasked = reply.task is None and reply.sent_from is None and reply.approval is None and not reply.waited
     return unasked and reply.reply_to is not None and reply.reply_to not in mine and reply.kind != "notice"

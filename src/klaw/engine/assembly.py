@@ -37,6 +37,7 @@ from klaw.engine.delivery import Delivery, Sink
 from klaw.engine.memory_commands import MemoryCommands
 from klaw.engine.memory_parts import Memory, memory_services, open_memory, prepare_vector
 from klaw.engine.message_budget import turn_note
+from klaw.engine.message_origins import RESTART
 from klaw.engine.open_questions import OpenQuestions
 from klaw.engine.processor import MessageProcessor
 from klaw.engine.scheduler_assembly import assemble_scheduler
@@ -340,6 +341,8 @@ async def assemble(
     # Messages a crash left unanswered get their turn (after the debounce, like any other), queued
     # before the socket listens: a message arriving live is then never resumed as well.
     await processor.resuming.resume_unanswered()
+    if socket is not None:  # their replies say they answer a message of before the restart (decision 535)
+        socket.origins.note(processor.resuming.queued_again(), RESTART)
     await processor.resuming.redeliver()  # replies a crash left unconfirmed: queued until their gateway says hello
     if leases is not None:  # chats an engine sharing the store left unanswered when it died
         # back from a stall to a database another embedder took: no more vectors of its own (decision 541)

@@ -41,6 +41,7 @@ from klaw.engine.frames import (
     decode_frame,
 )
 from klaw.engine.gateway_connection import ASKING, GatewayConnection
+from klaw.engine.message_origins import MessageOrigins, origin_of
 from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.errors import KlawError
 from klaw.message_text import IdUsedForAnotherText, MessageRefused
@@ -79,8 +80,11 @@ class FrameDispatcher:
         queries: QueryHandler | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         home: Path | None = None,
+        origins: MessageOrigins | None = None,
     ) -> None:
-        """`home`: the folder whose disk a full-disk refusal names (the socket's, which is the home's)."""
+        """`home`: the folder whose disk a full-disk refusal names (the socket's, which is the home's);
+        `origins`: where each message taken came from, noted for its reply's label (decision 535)."""
+        self._origins = origins
         self._home = home
         self._handler = handler
         self._routes = routes
@@ -132,6 +136,9 @@ class FrameDispatcher:
                 log.debug("handler traceback", exc_info=True)
             await conn.send(_refusal(frame, exc, self._home))
             return
+        if self._origins is not None and isinstance(frame, InboundFrame):
+            where = origin_of(frame.channel, whole=frame.whole, serves=conn.serves, watches=conn.watches)
+            self._origins.note((frame.id,), where)
         await conn.send(AckFrame(id=frame.id))
 
     async def _delivered(self, conn: GatewayConnection, frame: DeliveredFrame) -> None:

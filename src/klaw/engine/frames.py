@@ -28,7 +28,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from klaw import strict_json
-from klaw.engine.reply_labels import task_label as task_label  # the channels' labels and lines,
+from klaw.engine.reply_labels import origin_label as origin_label  # the channels' labels and lines,
+from klaw.engine.reply_labels import task_label as task_label
 from klaw.engine.reply_labels import unasked_label as unasked_label  # with the frames
 from klaw.engine.tools_used import tools_before_failing as tools_before_failing
 from klaw.engine.tools_used import tools_used as tools_used
@@ -182,10 +183,8 @@ class OutboundFrame(_FrameModel):
     kind: OutboundKind = "reply"
     # The scheduled task whose answer this is (None: anything else), so a channel can label it. Optional.
     task: str | None = None
-    # The task is a one-off subagent run (`subagent_spawn`), not a scheduled one: labelled so (task_label).
-    spawned: bool = False
-    # A message the agent wrote in another chat (`message_send`): that chat ("web:main"), so a channel can
-    # say where it came from (`unasked_label`). Optional like `task`.
+    spawned: bool = False  # the task is a one-off subagent run (`subagent_spawn`), labelled so (task_label)
+    # A message the agent wrote in another chat (`message_send`): that chat ("web:main"), for `unasked_label`.
     sent_from: str | None = None
     # A turn's reply's record id: sent again after a restart until the gateway confirms it (`delivered`).
     id: str | None = None
@@ -207,6 +206,7 @@ class OutboundFrame(_FrameModel):
     # keeping copies of the chat's messages (the web page's replayable events) drops them. Optional.
     forgotten: bool = False
     waited: bool = False  # queued while no gateway served the channel, sent at its hello (outbound_routes.py)
+    origin: str | None = None  # where the message it answers came from (a pipe…: message_origins.py, 535)
 
 
 class DeltaFrame(_FrameModel):

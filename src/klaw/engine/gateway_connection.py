@@ -37,6 +37,8 @@ class GatewayConnection:
         self.name = name
         self.lock = asyncio.Lock()
         self.streaming: frozenset[str] = frozenset()  # channels whose replies it wants as deltas too
+        self.serves: frozenset[str] = frozenset()  # what its hello said, for where its messages came from (535)
+        self.watches: frozenset[str] = frozenset()
         self._writer = writer
         self._max_unread = max_unread
         self.on_close: list[Callable[[], None]] = []  # told once it is gone (a piped chat's questions, 521)

@@ -45,6 +45,7 @@ class OutboundRoutes:
     async def hello(self, conn: GatewayConnection, frame: HelloFrame) -> None:
         """Make `conn` the latest server of the frame's channels and flush what waited for them."""
         conn.streaming = frozenset(frame.streaming)
+        conn.serves, conn.watches = frozenset(frame.channels), frozenset(frame.watching)
         channels = frame.channels
         for channel in frame.watching:
             watchers = self._watchers.setdefault(channel, [])

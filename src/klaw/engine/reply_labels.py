@@ -18,3 +18,21 @@ def unasked_label(task: str | None, spawned: bool, sent_from: str | None) -> str
     if task is not None:
         return task_label(task, spawned)
     return None if sent_from is None else f"From {sent_from}"
+
+
+def origin_label(origin: str | None) -> str:
+    """How a terminal heads a reply to a message it did not send, by where that message came from
+    (`OutboundFrame.origin`, engine/message_origins.py; decision 535): never as if it were its own."""
+    if origin == "pipe-beside-terminal":
+        return "Reply to a message piped in beside this terminal (`… | klaw chat`):"
+    said = {
+        "pipe": "piped in (`… | klaw chat`)",
+        "terminal": "sent from an earlier `klaw chat` terminal",
+        "restart": "sent before klaw last restarted (answered again)",
+        "web": "sent from the web page",
+        "telegram": "sent from Telegram",
+        "socket": "sent by a program on the engine's socket",
+    }
+    if origin is None:
+        return "Reply to a message this terminal did not send:"
+    return f"Reply to a message {said.get(origin, f'sent from {origin}')}:"

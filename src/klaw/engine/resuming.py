@@ -65,6 +65,10 @@ class Resuming:
             log.warning("resuming %d message(s) left unanswered by the previous run", resumed, extra=LOG_FILE_ONLY)
         return resumed
 
+    def queued_again(self) -> list[str]:
+        """The ids of the messages this start queued to answer again (their replies' label, decision 535)."""
+        return [message_id for ids in self._again.values() for message_id in ids]
+
     async def take_over(self, chat: ChatRef) -> None:
         """Queue the chat's unanswered messages (those not queued here already): another engine sharing
         the store accepted them and died, or released the chat before their turn."""

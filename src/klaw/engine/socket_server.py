@@ -26,6 +26,7 @@ from klaw.engine.frame_dispatch import FrameDispatcher, FrameHandler, QueryHandl
 from klaw.engine.frame_parts import outbound_parts
 from klaw.engine.frames import MAX_FRAME_BYTES, DeltaFrame, ErrorFrame, FrameReader, OutboundFrame, ShutdownFrame
 from klaw.engine.gateway_connection import GatewayConnection
+from klaw.engine.message_origins import MessageOrigins
 from klaw.engine.outbound_routes import OutboundRoutes
 from klaw.engine.socket_file import EngineSocketError, SocketFile
 from klaw.engine.socket_limits import (
@@ -62,10 +63,16 @@ class EngineSocketServer:
         self._max = max_frame_bytes
         self._routes = OutboundRoutes(max_frame_bytes=max_frame_bytes, queue_limit=outbound_queue_limit)
         self._queries = queries
+        self.origins = MessageOrigins()  # where each message came from, for its reply's label (decision 535)
         self._dispatcher: FrameDispatcher | None = None
         if handler is not None:
             self._dispatcher = FrameDispatcher(
-                handler, self._routes, queries=queries, max_frame_bytes=max_frame_bytes, home=path.parent
+                handler,
+                self._routes,
+                queries=queries,
+                max_frame_bytes=max_frame_bytes,
+                home=path.parent,
+                origins=self.origins,
             )
         self._server: asyncio.Server | None = None
         self._bound: socket.socket | None = None  # claimed by `bind`, not yet listening
@@ -104,7 +111,12 @@ class EngineSocketServer:
         if handler is not None:
             queries = queries or self._queries
             self._dispatcher = FrameDispatcher(
-                handler, self._routes, queries=queries, max_frame_bytes=self._max, home=self.path.parent
+                handler,
+                self._routes,
+                queries=queries,
+                max_frame_bytes=self._max,
+                home=self.path.parent,
+                origins=self.origins,
             )
         if self._dispatcher is None:
             raise EngineSocketError("the engine socket server has no frame handler")
@@ -182,6 +194,7 @@ class EngineSocketServer:
             answers=outbound.answers,
             tools=outbound.tools,
             forgotten=outbound.forgotten,
+            origin=self.origins.of(outbound.reply_to) if outbound.kind != "notice" else None,
         )
         await self.send_outbound(frame)
 
