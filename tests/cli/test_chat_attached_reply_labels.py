@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import signal
 from pathlib import Path
 
+from klaw.engine.frames import AckFrame, HelloFrame, InboundFrame, OutboundFrame, origin_label
 from klaw.llm.fake_server import FakeOpenAiServer
 from tests.cli.chat_terminal import chat_env, init_home, needs_tmux, poll_until, terminal
 from tests.cli.test_chat_attached import CHAT
+from tests.engine import GatewayClient
 from tests.serve_helpers import running, web_page
 
 EARLIER = "Reply to a message sent from an earlier `klaw chat` terminal:"
@@ -73,3 +76,41 @@ async def test_a_reply_to_an_earlier_terminals_message_says_so(tmp_path: Path) -
                 assert "piped in beside this terminal" not in screen, screen  # what it said before
                 await second.type_line("/exit")
                 assert await second.exit_status() == 0
+
+
+async def test_a_reply_to_a_message_a_restart_answers_again_says_it_came_from_before(tmp_path: Path) -> None:
+    """The engine killed while its turn waited for the model; the next start answers the message again and its
+    reply's frame says where the message came from (`restart`), which a terminal words as such."""
+    home = tmp_path / "home"
+    init_home(home)
+    async with FakeOpenAiServer() as model:
+        env = {**chat_env(home, model.base_url), "KLAW__CHANNELS__WEB__PORT": "0"}
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            model.reply_hang()
+            console = await GatewayClient.connect(home / "engine.sock")
+            await console.send(HelloFrame(channels=["console"]))
+            await console.roundtrip()
+            await console.send(InboundFrame(id="m1", channel="console", chat_id="me", text="before the crash"))
+            assert isinstance(await console.recv(), AckFrame)
+
+            async def asked() -> bool | None:
+                return True if model.chat_requests else None
+
+            async def not_asked() -> str:
+                return "the model was not asked"
+
+            await poll_until(asked, not_asked)
+            serve.send_signal(signal.SIGKILL)
+            await serve.wait()
+            await console.aclose()
+        model.reply_text("answered again")
+        async with running(env=env, stderr=None) as serve:
+            await web_page(serve)
+            console = await GatewayClient.connect(home / "engine.sock")
+            await console.send(HelloFrame(channels=["console"]))
+            while not isinstance(reply := await console.recv(), OutboundFrame) or reply.reply_to != "m1":
+                pass
+            assert (reply.text, reply.origin) == ("answered again", "restart")
+            assert origin_label(reply.origin) == "Reply to a message sent before klaw last restarted (answered again):"
+            await console.aclose()
