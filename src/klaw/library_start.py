@@ -22,6 +22,7 @@ from klaw.errors import KlawError
 from klaw.home import KlawHome
 from klaw.home_init import initialise_home
 from klaw.home_privacy import describe_changes, make_private
+from klaw.library_store_check import check_store
 from klaw.store.postgres.dsn_variable import dsn_problem
 
 log = logging.getLogger("klaw.library")
@@ -67,9 +68,9 @@ def _said(exc: OSError) -> str:
 def _configuration(
     home: KlawHome, config: EngineConfig | Mapping[str, Any] | None
 ) -> tuple[EngineConfig, ConfigFileNote | None]:
-    if isinstance(config, EngineConfig):
-        return config, None
     if config is not None:
-        return config_from_mapping(config, "the config= given to Klaw"), None
+        given = config if isinstance(config, EngineConfig) else config_from_mapping(config, "the config= given to Klaw")
+        check_store(home, given)  # a program left on klaw.db after the home moved to PostgreSQL (decision 539)
+        return given, None
     loaded = load_config(home.config_file)
     return loaded.config, ConfigFileNote.of(loaded)

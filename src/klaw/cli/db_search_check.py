@@ -71,7 +71,13 @@ async def _vector_embedder(
     if old is None or new is None:
         return None, "no vectors on one side"
     if (old.embedder_id, old.dim) != (new.embedder_id, new.dim):
-        return None, f"klaw.db's vectors are of another embedder ({old.embedder_id}) than PostgreSQL's"
+        # a program's config= or embedder= made klaw.db's vectors; the move embeds with engine.yaml's (539)
+        return None, (
+            f"klaw.db's vectors are of {old.embedder_id} (dim {old.dim}), PostgreSQL's of {new.embedder_id}"
+            f" (dim {new.dim}), the embedder engine.yaml names, which the move embedded with. A program that gave"
+            " klaw.db its own embedder (config= or embedder=) is refused on PostgreSQL until it gives this one;"
+            f" or set engine.yaml's embedder to {old.embedder_id}'s and run 'klaw reindex', which embeds again"
+        )
     old_count, new_count = await source.vectors.count(), await target.vectors.count()
     if old_count != new_count:
         # Why they differ, and whether anything is lost, is said under the counts (cli/vector_gap.py).
