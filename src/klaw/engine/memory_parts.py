@@ -6,7 +6,9 @@ stack the moment it exists, as every part does (docs/decisions/090-engine-assemb
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from klaw.engine.clock import Clock
 from klaw.engine.delivery import Delivery, Outbound
 from klaw.engine.memory_settings import MemorySettings
 from klaw.home import KlawHome
+from klaw.home_identity import home_identity
 from klaw.memory.archival_memory import ArchivalMemory
 from klaw.memory.conversation_details import ConversationDetails
 from klaw.memory.conversation_log import open_log
@@ -44,6 +47,8 @@ from klaw.tools.builtin.memory_tools import MemoryServices
 
 LIVE_EMBEDDING_BATCH = 16
 DOCS_WARM_DELAY_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,11 @@ async def open_memory(
     stack.push_async_callback(queue.aclose)
     if store.leases is not None:  # another engine live on the database with another embedder: refused (532)
         name = holder or engine_name()
-        await store.leases.join(name, (embedder.model_id, embedder.dim), config.database.lease_seconds)
+        identity = await asyncio.to_thread(home_identity, home)  # a copy of this home running elsewhere (539)
+        if moved := await store.leases.join(
+            name, (embedder.model_id, embedder.dim), config.database.lease_seconds, identity
+        ):
+            log.warning("%s", moved)
         stack.push_async_callback(_leave, store.leases, name)  # a start failing later; ChatLeases' close too
     # Refuses to start on vectors of another embedder (the error says to run `klaw reindex`).
     await store.vectors.bind_embedder(embedder.model_id, embedder.dim)

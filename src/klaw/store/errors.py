@@ -56,6 +56,28 @@ def engine_displaced(what: str, theirs: tuple[str, int], own: tuple[str, int]) -
     )
 
 
+def home_copy_running(place: str, holder: str) -> StorageError:
+    """The refusal to start a copy of a home (the same `home-id`: restored from its backup, or copied) while an
+    engine of it runs from another place on the same PostgreSQL database (decision 539)."""
+    return StorageError(
+        f"an engine of this same home is running on this database from another place, {place} ({holder}):"
+        " this home is a copy of that one (restored from its backup, or copied). Two copies of one home would"
+        " answer its chats from one memory and run its scheduled tasks twice. Give this home its own database"
+        " (restore the pg_dump into a new one and name it in database.urlEnv: docs/postgres.md, 'Restoring a"
+        " backup'), or stop the engine at that place if this home replaces it"
+    )
+
+
+def home_moved(place: str, when: str) -> str:
+    """The warning of an engine starting a home from another place than its last start (decision 539)."""
+    return (
+        f"this home last ran on this PostgreSQL database from another place, {place} (started {when}): if that"
+        " folder is a copy of this home that may start again (this one restored from its backup, say), give one"
+        " of them its own database (docs/postgres.md, 'Restoring a backup'), or the two would answer its chats"
+        " from one memory and each run its scheduled tasks; if the home moved here, nothing to do"
+    )
+
+
 class StoreNotSetUp(StorageError):
     """No klaw database where the configured one should be (no klaw.db yet; no klaw tables in the PostgreSQL
     database): an open not asked to create one (`backend.open_storage`) left it as it is. Each command says

@@ -93,9 +93,13 @@ class ChatLeaseRepository(Protocol):
 
     async def release(self, chat: ChatRef, holder: str) -> None: ...
 
-    async def join(self, holder: str, embedder: tuple[str, int], seconds: float) -> None:
+    async def join(
+        self, holder: str, embedder: tuple[str, int], seconds: float, home: tuple[str, str] | None = None
+    ) -> str:
         """Note `holder` running with `embedder` (model id, dim) for `seconds`, renewed by `keep`, ended by
-        `release_all`; `IndexMismatchError` while another live engine embeds with another one (decision 532)."""
+        `release_all`; `IndexMismatchError` while another live engine embeds with another one (decision 532).
+        `home` (id, place): `StorageError` while a live engine of the same home runs from another place; a
+        warning returned when the home last started from another place (decision 539), else empty."""
         ...
 
     async def keep(self, holder: str, seconds: float) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from klaw.store.errors import engine_displaced, engine_embedder_conflict
+from klaw.store.errors import engine_displaced, engine_embedder_conflict, home_copy_running, home_moved
 from klaw.store.lease_fence import LeaseFence
 from klaw.store.postgres.chats import ChatKeys
 from klaw.store.postgres.connection import Connection, PostgresDatabase, execute, fetch_all, fetch_one
@@ -29,13 +29,22 @@ class PostgresLeases:
         self._db = db
         self._chats = chats
         self._embedders: dict[str, tuple[str, int]] = {}  # each holder's embedder, as it joined: `keep` restores it
+        self._homes: dict[str, tuple[str, str]] = {}  # each holder's home (id, place), as it joined (decision 539)
 
-    async def join(self, holder: str, embedder: tuple[str, int], seconds: float) -> None:
+    async def join(
+        self, holder: str, embedder: tuple[str, int], seconds: float, home: tuple[str, str] | None = None
+    ) -> str:
         """Record this engine and its embedder for `seconds` (renewed by `keep`); refused with
-        `IndexMismatchError` while another engine's live record names another embedder (decision 532)."""
+        `IndexMismatchError` while another engine's live record names another embedder (decision 532).
+        `home` (its id and place, `home_identity`): refused with `StorageError` while a live engine of the same
+        home runs from another place (a restored copy beside its original); a warning returned when the home
+        last started from another place, which this start becomes (decision 539); "" otherwise."""
         async with self._db.transaction() as connection:
-            await self._enter(connection, holder, embedder, seconds, coming_back=False)
+            said = await self._enter(connection, holder, embedder, seconds, coming_back=False, home=home)
         self._embedders[holder] = embedder
+        if home is not None:
+            self._homes[holder] = home
+        return said
 
     async def keep(self, holder: str, seconds: float) -> bool:
         """Renew `holder`'s record for `seconds`; True when it was gone and is restored: the engine stalled past
@@ -50,12 +59,20 @@ class PostgresLeases:
             )
             if rows or holder not in self._embedders:
                 return False
-            await self._enter(connection, holder, self._embedders[holder], seconds, coming_back=True)
+            home = self._homes.get(holder)
+            await self._enter(connection, holder, self._embedders[holder], seconds, coming_back=True, home=home)
         return True
 
     async def _enter(
-        self, connection: Connection, holder: str, embedder: tuple[str, int], seconds: float, *, coming_back: bool
-    ) -> None:
+        self,
+        connection: Connection,
+        holder: str,
+        embedder: tuple[str, int],
+        seconds: float,
+        *,
+        coming_back: bool,
+        home: tuple[str, str] | None = None,
+    ) -> str:
         """`holder`'s row written under the advisory lock once no live engine embeds otherwise; `coming_back`
         (its row was dropped while it stalled): nor may the vector tables be bound to another embedder now."""
         await execute(connection, "SELECT pg_advisory_xact_lock(%s)", (ENGINE_LEASES_LOCK,))
@@ -82,14 +99,17 @@ class PostgresLeases:
                 raise engine_displaced(
                     "an engine re-bound the vector tables meanwhile", (str(bound[0]), int(bound[1])), embedder
                 )
+        # a copy of this home running elsewhere, or its last place (decision 539); not rechecked coming back
+        said = "" if home is None or coming_back else await _home_place(connection, holder, home)
         await execute(
             connection,
-            "INSERT INTO engine_leases (holder, embedder_id, dim, expires_at)"
-            " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s))"
+            "INSERT INTO engine_leases (holder, embedder_id, dim, expires_at, home_id, place)"
+            " VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s), %s, %s)"
             " ON CONFLICT (holder) DO UPDATE SET embedder_id = excluded.embedder_id, dim = excluded.dim,"
-            " expires_at = excluded.expires_at",
-            (holder, embedder[0], embedder[1], seconds),
+            " expires_at = excluded.expires_at, home_id = excluded.home_id, place = excluded.place",
+            (holder, embedder[0], embedder[1], seconds, *(home or (None, None))),
         )
+        return said
 
     async def acquire(self, chat: ChatRef, holder: str, seconds: float) -> int | None:
         """Take (or extend) the chat's lease for `seconds` unless another holder's is still valid; the
@@ -181,3 +201,28 @@ FENCE_HELD = "EXISTS (SELECT 1 FROM chat_leases WHERE chat = %s AND holder = %s 
 def fence_params(chat_key: int, fence: LeaseFence) -> tuple[int, str, int]:
     """`FENCE_HELD`'s parameters."""
     return (chat_key, fence.holder, fence.generation)
+
+
+async def _home_place(connection: Connection, holder: str, home: tuple[str, str]) -> str:
+    """`join`'s check of the home (decision 539), under its lock: a live engine of this home elsewhere refuses
+    the start; another last place is returned as a warning and replaced by this one."""
+    home_id, place = home
+    twin = await fetch_one(
+        connection,
+        "SELECT holder, place FROM engine_leases WHERE holder <> %s AND home_id = %s AND place <> %s LIMIT 1",
+        (holder, home_id, place),
+    )
+    if twin is not None:
+        raise home_copy_running(str(twin[1]), str(twin[0]))
+    last = await fetch_one(
+        connection,
+        "SELECT place, to_char(started_at, 'YYYY-MM-DD HH24:MI TZ') FROM home_places WHERE home_id = %s",
+        (home_id,),
+    )
+    await execute(
+        connection,
+        "INSERT INTO home_places (home_id, place, started_at) VALUES (%s, %s, clock_timestamp())"
+        " ON CONFLICT (home_id) DO UPDATE SET place = excluded.place, started_at = excluded.started_at",
+        (home_id, place),
+    )
+    return home_moved(str(last[0]), str(last[1])) if last is not None and last[0] != place else ""
