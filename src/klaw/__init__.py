@@ -64,6 +64,9 @@ _EXPORTS = {
     # errors
     "KlawError": "klaw.errors",
     "ConfigError": "klaw.config_loader",
+    "ForgetError": "klaw.memory.forget_targets",
+    "TaskRun": "klaw.library_tasks",
+    "TaskRunRefused": "klaw.library_tasks",
     "LlmError": "klaw.llm.errors",
     "LlmAuthError": "klaw.llm.errors",
     "LlmBadRequestError": "klaw.llm.errors",
@@ -100,6 +103,7 @@ __all__ = [
     "EngineAlreadyRunningError",
     "EngineConfig",
     "EngineNotOpen",
+    "ForgetError",
     "FunctionModel",
     "HistoryEntry",
     "HomeUnusable",
@@ -129,6 +133,8 @@ __all__ = [
     "StreamAccumulator",
     "StreamDelta",
     "SystemClock",
+    "TaskRun",
+    "TaskRunRefused",
     "ToolCall",
     "ToolCallFragment",
     "ToolContext",
@@ -161,6 +167,7 @@ if TYPE_CHECKING:
     from klaw.library_own_turn import OwnTurnRunning
     from klaw.library_start import HomeUnusable
     from klaw.library_stream import ReplyPiece, ReplyStream
+    from klaw.library_tasks import TaskRun, TaskRunRefused
     from klaw.llm.errors import (
         LlmAuthError,
         LlmBadRequestError,
@@ -183,6 +190,7 @@ if TYPE_CHECKING:
     )
     from klaw.llm.protocol import ChatModel, StreamAccumulator
     from klaw.memory.embedder.protocol import Embedder, EmbedderError
+    from klaw.memory.forget_targets import ForgetError
     from klaw.message_text import MessageRefused
     from klaw.private_files import private_open
     from klaw.store.protocol import StorageError, StorageUnavailable

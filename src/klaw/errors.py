@@ -59,6 +59,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - QueryError (ValueError) ................ engine/frame_dispatch: a query that cannot be answered
   - SettingError (ValueError) .............. engine/memory_settings: a `/rag set` that cannot be applied
   - TaskBusy (ValueError) .................. engine/subagents: a run of the task is in progress
+  - TaskRunRefused (ValueError) ............ library_tasks: `Klaw.run_task` started no run; why (decision 540)
   - CommandRefused (ValueError) ............ tools/host/patterns: a command host_exec may not run; why
   - Outside ................................ tools/beneath: a path leading out of the workspace (a PermissionError too)
   - SandboxInstallError (RuntimeError) ..... tools/sandbox/venv: packages not installed; pip's words

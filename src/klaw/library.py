@@ -60,6 +60,7 @@ from klaw.library_open import noted_closed, noted_open, opened, refused_start
 from klaw.library_own_turn import AskChains, OwnTurnRunning
 from klaw.library_start import prepared
 from klaw.library_stream import Reader, ReplyStream, StreamReaders
+from klaw.library_tasks import ForgetAndRunTask
 from klaw.llm.catalogue import ModelCatalogue
 from klaw.llm.protocol import ChatModel
 from klaw.llm.router import ModelRouter
@@ -107,7 +108,7 @@ class EngineNotOpen(KlawError, RuntimeError):
     """The agent was used before `start` or after `aclose`: the message says which, and how to open it."""
 
 
-class Klaw:
+class Klaw(ForgetAndRunTask):
     """The whole klaw engine inside a Python program: open it on a home (`async with Klaw(home) as
     agent`), `await agent.ask(chat, text)` for a reply, read a chat back (`history`, `turns`,
     `sessions`, `search_memory`, `saved_memories`, `core_memory`) and its `tools`, close it by leaving the block.

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, table_console
-from klaw.cli.schedule_engine import NOT_TOLD, ask_engine, run
+from klaw.cli.schedule_engine import NOT_TOLD, ask_engine, library_holder, run
 from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
@@ -162,7 +162,12 @@ def add(
     except ValueError as exc:
         fail(str(exc))
     told = ask_engine(home, {"action": "changed"}, quiet=True)  # read now, not within a minute (decision 526)
-    if told is None:
+    if told is None and (program := library_holder(home)) is not None:  # its engine runs it (decision 540)
+        pickup = (
+            f" {program} is running on this home: its engine reads the table within a minute and runs it when due"
+            f" (`await agent.run_task({name!r})` runs it now there)."
+        )
+    elif told is None:
         pickup = " It runs while an engine runs on this home (`klaw serve`, `klaw engine`, `klaw chat`)."
     elif told is NOT_TOLD:
         pickup = " The engine running on this home did not answer now; it reads the table within a minute."

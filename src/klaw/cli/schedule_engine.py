@@ -79,6 +79,7 @@ def run(name: Annotated[str, typer.Argument(help="The task to run now.")]) -> No
     said = ask_engine(home, {"action": "run", "name": name}, RUN_SECONDS)
     where = "through the engine running on this home"
     if said is None:
+        _refuse_beside_a_program(home, name)
         said = asyncio.run(_run_here(home, loaded, name))
         where = "in this process (no engine runs on this home)"
     status = str(said.get("status", ""))
@@ -92,6 +93,33 @@ def run(name: Annotated[str, typer.Argument(help="The task to run now.")]) -> No
     typer.echo("\n".join("  " + line for line in visible(str(said.get("answer", ""))).splitlines()))
     if status.startswith("failed"):
         raise typer.Exit(1)
+
+
+def library_holder(home: KlawHome) -> str | None:
+    """Who holds the home when it is a program's library `Klaw` answering no socket ('a program using klaw's
+    library API (pid 123, program my_bot.py)'), else None: its own engine runs the tasks (decision 540)."""
+    from klaw.engine_presence import home_holder
+    from klaw.home_lock import ENGINE_ROLE, LIBRARY
+
+    holder = asyncio.run(home_holder(home))
+    if holder is None or holder.command != LIBRARY or holder.role not in ("", ENGINE_ROLE):
+        return None
+    return holder.describe()
+
+
+def _refuse_beside_a_program(home: KlawHome, name: str) -> None:
+    """Exit 75 (the home is held) with what works beside a program's `Klaw`: it said only "end that program
+    first", though the program can run the task itself or let this command ask it (newcomer24, decision 540)."""
+    from klaw.cli.context import HOME_HELD_EXIT
+
+    program = library_holder(home)
+    if program is not None:
+        fail(
+            f"{program} is running on {home.root}, and its engine runs this home's tasks: run it from there"
+            f" (`await agent.run_task({name!r})`), or open its Klaw with listen=True so `klaw schedule run` asks"
+            " it; or end that program, or close its Klaw, first",
+            code=HOME_HELD_EXIT,
+        )
 
 
 async def _run_here(home: KlawHome, loaded: Any, name: str) -> dict[str, Any]:

@@ -224,12 +224,22 @@ class CommandHandler:
     async def _forget(self, chat: ChatRef, args: str) -> str:
         return (await self._forget_answer(chat, args)).text
 
+    async def forget_for_program(self, chat: ChatRef, args: str) -> str:
+        """`Klaw.forget` (decision 540): `/forget ARGS` carried out without asking first; ForgetError in its words."""
+        return (await self._forget_carried(chat, args, program=True)).text
+
     async def _forget_answer(self, chat: ChatRef, args: str) -> CommandAnswer:
-        """The chat's turn under way is stopped first, then the target is planned and forgotten with the
-        chat quiet: all that turn wrote goes (its tool calls, results, saved memories) and it writes
-        nothing after (decision 219). A target refused is refused before any turn is stopped."""
+        try:
+            return await self._forget_carried(chat, args)
+        except ForgetError as exc:
+            return CommandAnswer(f"Cannot forget: {exc}.")
+
+    async def _forget_carried(self, chat: ChatRef, args: str, *, program: bool = False) -> CommandAnswer:
+        """The chat's turn under way is stopped, then the target planned again (`last`: the last message sent) and
+        forgotten with the chat quiet: all that turn wrote goes and it writes nothing after (decision 219). A target
+        refused (ForgetError) is refused before any turn is stopped; `program`: never asked first (`Klaw.forget`)."""
         if self.forgetting is None:
-            return CommandAnswer("Forgetting is not available in this engine.")
+            raise ForgetError("forgetting is not available in this engine")
         forgetting = self.forgetting
         record_id = _command_id.get()
         if await self.forgetting.already_done(record_id):
@@ -237,18 +247,12 @@ class CommandHandler:
         args, sure = confirmed(args)  # a segment of more than one message is asked about first (decision 526)
         # `last` with a message under way is that message's exchange, which may not exist before it is stopped
         if not (args.lower().split() == ["last"] and self.processor.has_under_way(chat)):
-            try:
-                plan = await self.forgetting.plan(*await forget_target(self.forgetting, chat, args), chat)
-                if not sure and (question := await question_first(forgetting, chat, args, plan)) is not None:
-                    return CommandAnswer(question)
-            except ForgetError as exc:
-                return CommandAnswer(f"Cannot forget: {exc}.")
-        try:  # again, with the turn stopped: `last` is now the exchange of the last message sent
-            plan, outcome, stopped = await self._forget_stopping(
-                chat, lambda: forget_target(forgetting, chat, args), record_id
-            )
-        except ForgetError as exc:
-            return CommandAnswer(f"Cannot forget: {exc}.")
+            plan = await self.forgetting.plan(*await forget_target(self.forgetting, chat, args), chat)
+            if not (sure or program) and (question := await question_first(forgetting, chat, args, plan)) is not None:
+                return CommandAnswer(question)
+        plan, outcome, stopped = await self._forget_stopping(
+            chat, lambda: forget_target(forgetting, chat, args), record_id
+        )
         stopped_first = "Stopped the turn under way in this chat, then forgot" if stopped else "Forgot"
         erased = self.forget_words.erased_from(outcome.files_rewritten)
         return CommandAnswer(  # the erasure its own sentence: after describe's parenthesis it read as its part
