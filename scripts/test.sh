@@ -2,7 +2,20 @@
 # Installs klaw with its dev dependencies into .venv and runs every check: ruff, mypy, the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The suite runs on the Python a fresh Debian 12 has, the README's machine: /usr/bin/python3.11 (3.11.2) where
+# it is there, else python3. A newer 3.11 first on PATH (pyenv's, here) hid that `klaw restore` used what only
+# 3.11.4 added, tarfile's filters, and so failed on every Debian 12 (decision 537). PYTHON=/path chooses another.
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x /usr/bin/python3.11 ]; then PYTHON=/usr/bin/python3.11; else PYTHON=python3; fi
+fi
+export PYTHON
 scripts/setup-venv.sh --dev
+# An .venv made before from another Python is kept (scripts/run.sh uses it too), and said: CI's fresh clone's is new.
+version() { "$1" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "?"; }
+if [ "$(version .venv/bin/python)" != "$(version "$PYTHON")" ]; then
+  echo "The tests run on .venv's Python $(version .venv/bin/python), made before from another than $PYTHON" \
+    "($(version "$PYTHON")); to test on that one: rm -rf .venv && scripts/test.sh" >&2
+fi
 # The terminal test of `klaw chat` types into a real terminal through tmux (it is skipped without it).
 if ! command -v tmux >/dev/null; then
   scripts/apt-optional.sh tmux "the klaw chat terminal tests"

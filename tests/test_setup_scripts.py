@@ -153,3 +153,62 @@ def test_a_plugin_in_the_venv_is_installed_again_when_a_failed_uv_makes_it_anew(
     assert not uv.exists()  # the venv is a new one
     found = run([venv_python, str(checkout / "scripts" / "venv-plugins.py")]).stdout
     assert found.strip() == f"klaw-weather @ file://{plugin}"
+
+
+def _test_sh_in(tmp_path: Path, venv_python: str) -> Path:
+    """A checkout holding the real scripts/test.sh, its set-up, apt and checks stubbed: setup-venv.sh writes down
+    the PYTHON it was given, ruff, mypy and pytest do nothing; .venv's python is `venv_python`."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    (checkout / "scripts" / "test.sh").write_text((SCRIPTS / "test.sh").read_text(encoding="utf-8"))
+    stubs = {
+        "scripts/setup-venv.sh": 'echo "$PYTHON" > given-python\n',
+        "scripts/apt-optional.sh": "exit 0\n",
+        ".venv/bin/ruff": "exit 0\n",
+        ".venv/bin/mypy": "exit 0\n",
+        ".venv/bin/pytest": "exit 0\n",
+        ".venv/bin/python": f'exec {venv_python} "$@"\n',
+    }
+    for name, body in stubs.items():
+        path = checkout / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+        path.chmod(0o755)
+    (checkout / "scripts" / "test.sh").chmod(0o755)
+    return checkout
+
+
+def _test_sh(checkout: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    run_env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    run_env |= {"XDG_CACHE_HOME": str(checkout.parent / "cache"), **env}
+    return subprocess.run(
+        [str(checkout / "scripts" / "test.sh")], capture_output=True, text=True, env=run_env, timeout=60
+    )
+
+
+def test_the_suite_runs_on_debian_12s_own_python_where_it_is_there(tmp_path: Path) -> None:
+    """scripts/test.sh (CI's .ci/run) builds the venv from /usr/bin/python3.11, Debian 12's 3.11.2, where the
+    machine has it, else from python3: a newer 3.11 first on PATH hid what only 3.11.4 has (decision 537)."""
+    checkout = _test_sh_in(tmp_path, sys.executable)
+    done = _test_sh(checkout)
+    assert done.returncode == 0, done.stderr
+    debian = Path("/usr/bin/python3.11")
+    expected = str(debian) if os.access(debian, os.X_OK) else "python3"
+    assert (checkout / "given-python").read_text().strip() == expected
+
+    chosen = _test_sh(checkout, PYTHON=sys.executable)  # a person's own choice wins, and matches .venv's: no note
+    assert chosen.returncode == 0 and (checkout / "given-python").read_text().strip() == sys.executable
+    assert "The tests run on" not in chosen.stderr, chosen.stderr
+
+
+def test_a_venv_made_from_another_python_is_kept_and_said(tmp_path: Path) -> None:
+    checkout = _test_sh_in(tmp_path, sys.executable)
+    other = tmp_path / "python9"
+    other.write_text("#!/bin/sh\necho 3.99.0\n", encoding="utf-8")
+    other.chmod(0o755)
+    done = _test_sh(checkout, PYTHON=str(other))
+    assert done.returncode == 0, done.stderr
+    mine = ".".join(map(str, sys.version_info[:3]))
+    words = " ".join(done.stderr.split())
+    assert f"The tests run on .venv's Python {mine}, made before from another than {other} (3.99.0)" in words, words
+    assert "rm -rf .venv && scripts/test.sh" in words
