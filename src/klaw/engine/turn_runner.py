@@ -245,6 +245,10 @@ async def _begun_with_context(turn: Turn) -> TurnPrompt:
         with timed("context"):
             return await turn.context()
     opening = asyncio.ensure_future(begin())
+    # The opening's first write handed to the database thread before the context starts: a context whose
+    # reads run on the loop (decision 533) would otherwise yield only after them, and the opening, then
+    # the turn, wait that long.
+    await asyncio.sleep(0)
     try:
         with timed("context"):
             prompt = await turn.context()

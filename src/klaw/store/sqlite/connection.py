@@ -13,7 +13,7 @@ import asyncio
 import importlib.util
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -145,15 +145,17 @@ class SqliteDatabase:
         """The rows of one read, on the database thread."""
         return await self.run(lambda connection: fetch_all(connection, sql, params))
 
-    async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
+    async def read(self, fn: Callable[[apsw.Connection], T], key: Hashable = None) -> T:
         """`fn` on a read-only connection of its own, beside the database thread's writes: it sees
         what was committed when it starts (every write its caller awaited). Only for reads that keep
-        nothing the writer's connection tracks (the read caches of decisions 196 and 197 stay there)."""
+        nothing the writer's connection tracks (the read caches of decisions 196 and 197 stay there).
+        `key` (e.g. the chat) tells reads of one kind apart by their cost: a small one runs on the
+        event loop when the engine is alone (read_pool.py, decision 533)."""
         if self._closed:
             raise StorageError(f"the database {self.path} is closed")
         if self._reads.closed:  # `close_reads`: the file is leaving WAL mode
             return await self.run(fn)
-        return await self._reads.read(fn)
+        return await self._reads.read(fn, key)
 
     def set_one_turn(self, signal: Callable[[], bool]) -> None:
         """The engine's answer to "at most one turn in flight?" (a few lengths added, asked on the event loop:
@@ -166,20 +168,27 @@ class SqliteDatabase:
         loop now holds up that turn alone, and both read threads are free (decision 533). On the loop."""
         return self._reads.alone
 
+    @property
+    def inline_reads(self) -> int:
+        """Reads run on the event loop so far (decision 533): for tests and probes."""
+        return self._reads.inline_reads
+
     async def close_reads(self) -> None:
         """Close the read connections (after the reads under way), and read on the database thread
         from now on: what leaving WAL mode needs (no other connection open), e.g. `klaw reindex`
         making its build self-contained."""
+        self._reads.closing()
         await self._worker.call(self._reads.close)
 
     async def read_rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """The rows of one read, on a read connection (`read`)."""
-        return await self.read(lambda connection: fetch_all(connection, sql, params))
+        return await self.read(lambda connection: fetch_all(connection, sql, params), sql)  # a kind a statement
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True  # no read starts now; those under way finish before their connections close
+        self._reads.closing()
         await self._worker.call(self._reads.close)
         close = apsw.Connection.close if self.reading else _checkpoint_and_close  # a reader has nothing to optimize
         await self._worker.call(close, self._connection)

@@ -107,7 +107,7 @@ class SqliteSearch:
                 rows = ranked_matches(connection, phrases, where, params, bounds, limit, left_out, common)
             return [SearchHit(message_from_row(row), float(row[10])) for row in rows]
 
-        return await self._db.read(query)
+        return await self._db.read(query, chat)  # the chat's size sets its cost (decision 533)
 
     def _memo(self) -> TermCounts:
         """This thread's term-count memo."""
@@ -204,7 +204,7 @@ class SqliteSearch:
                 ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, limit)
             return _hits(connection, [(rowid, d) for rowid, d in ranked if rowid not in left_out], limit)
 
-        return await self._db.read(query)
+        return await self._db.read(query, chat)
 
     async def word_counts(
         self,
@@ -237,7 +237,7 @@ class SqliteSearch:
             counts = {word: self._count(connection, word, where, params, bounds, cap) for word in words}
             return WordCounts(size, counts)
 
-        return await self._db.read(query)
+        return await self._db.read(query, chat)
 
     def _count(
         self, connection: apsw.Connection, word: str, where: str, params: list[Any], bounds: Rowids | None, cap: int
@@ -251,7 +251,9 @@ class SqliteSearch:
         if span <= 0 or not messages:
             return {}
         wanted = json.dumps(sorted({(m.rowid, m.segment_id) for m in messages}))
-        return await self._db.read(lambda connection: _neighbour_rowids(connection, span, wanted))
+        return await self._db.read(
+            lambda connection: _neighbour_rowids(connection, span, wanted), messages[0].record.chat
+        )
 
     async def neighbours_with_rows(
         self,
@@ -275,7 +277,7 @@ class SqliteSearch:
             rows = fetch_all(connection, f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.rowid IN ({marks})", others)
             return found, [message_from_row(row) for row in rows]
 
-        return await self._db.read(query)
+        return await self._db.read(query, messages[0].record.chat)
 
 
 def _neighbour_rowids(connection: apsw.Connection, span: int, wanted: str) -> dict[int, list[tuple[int, int]]]:
