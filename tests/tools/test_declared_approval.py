@@ -8,7 +8,8 @@ from pathlib import Path
 
 from klaw import ChatRef, Klaw, requires_approval
 from klaw.llm.fake_server import FakeOpenAiServer
-from tests.serve_helpers import serve_config
+from tests.cli.klaw_here import klaw_here
+from tests.serve_helpers import serve_config, write_serve_home
 from tests.tools.conftest import install
 
 READER = '''
@@ -94,3 +95,14 @@ async def test_a_program_s_own_tool_marked_with_the_decorator_is_held(tmp_path: 
         async with Klaw(tmp_path / "home", config=config, tools=[wipe], approve=approve) as agent:
             assert await agent.ask("alice", "wipe it") == "done"
     assert questions and "wipe" in questions[0] and ran == []
+
+
+def test_klaw_tools_says_a_tool_is_held_by_its_author_s_mark(tmp_path: Path, site: Path) -> None:
+    install(site, "reader", "klaw_reader_shown", READER, "TOOLS")
+    home = write_serve_home(tmp_path / "home", _config("http://127.0.0.1:9"))
+    shown = klaw_here(home, "tools", "read_any", env={"COLUMNS": "400"})
+    assert shown.returncode == 0, shown.stderr
+    assert "read_any [plugin klaw_reader_shown (reader = klaw_reader_shown:TOOLS)]: offered (each call waits" in (
+        shown.stdout
+    )
+    assert "Approval: each call waits for your /approve (its author marked it requires_approval;" in shown.stdout

@@ -43,7 +43,7 @@ def show_one(inventory: ToolInventory, origin: str, name: str, as_json: bool, he
             if broken:
                 raise typer.Exit(1)
             return
-        lines = _tool_lines(row)
+        lines = _tool_lines(row, held=held)
         if broken:
             typer.echo("\n".join(one_line(line) for line in lines))
             raise typer.Exit(1)
@@ -53,7 +53,7 @@ def show_one(inventory: ToolInventory, origin: str, name: str, as_json: bool, he
             return
         lines = [f"{name} is a tool group ({members[0].source}); its tools for {inventory.chat}:"]
         for member in members:
-            lines += ["", *_tool_lines(member)]
+            lines += ["", *_tool_lines(member, held=held)]
     else:
         found = _of_a_group_not_enabled(inventory.rows, name, held)
         if found is None:
@@ -62,13 +62,14 @@ def show_one(inventory: ToolInventory, origin: str, name: str, as_json: bool, he
             typer.echo(json.dumps({**head, **found[0].to_json()}, indent=2))
             return
         else:
-            lines = _tool_lines(*found)
+            lines = _tool_lines(*found, held=held)
     typer.echo("\n".join(one_line(line) for line in lines))  # an MCP server's words shown, never obeyed
 
 
-def _tool_lines(row: ToolRow, later: str = "") -> list[str]:
+def _tool_lines(row: ToolRow, later: str = "", *, held: Collection[str] = ()) -> list[str]:
     """A tool's row, its group, what the model is told, its arguments and its approval. `later`: why its
-    arguments are not known yet (a group not enabled whose provider builds them)."""
+    arguments are not known yet (a group not enabled whose provider builds them). `held`: tools.approval, so a
+    tool held only because its author marked it is said to be (decision 540)."""
     from klaw.tools.inventory import APPROVAL_SOURCE, render_line
     from klaw.tools.plugin_preview import BROKEN, INSTALLED_NOT_ENABLED
     from klaw.tools.schema_text import argument_lines
@@ -77,11 +78,17 @@ def _tool_lines(row: ToolRow, later: str = "") -> list[str]:
     if row.group:
         lines.append(f"Group: {row.group} ({row.source})")
     if row.source != APPROVAL_SOURCE and (row.parameters is not None or later):
-        lines.append(
-            "Approval: each call waits for your /approve (tools.approval holds it)."
-            if row.needs_approval
-            else "Approval: none; a call runs without asking (tools.approval does not hold it)."
-        )
+        if row.needs_approval and row.name not in held:  # held by its author's mark, not your list
+            lines.append(
+                "Approval: each call waits for your /approve (its author marked it requires_approval;"
+                " tools.approvalWaived would let it run unasked)."
+            )
+        else:
+            lines.append(
+                "Approval: each call waits for your /approve (tools.approval holds it)."
+                if row.needs_approval
+                else "Approval: none; a call runs without asking (tools.approval does not hold it)."
+            )
     if row.description:
         lines.append(row.description)
     if row.parameters is not None:
