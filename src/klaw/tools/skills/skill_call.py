@@ -19,6 +19,7 @@ from klaw.tools.skills.skill_files import SKILL_FILE, Skill, SkillPathError, rea
 
 _ARGUMENTS = re.compile(r"\$(?:\{ARGUMENTS\}|ARGUMENTS\b)")
 _POSITIONAL = re.compile(r"\$(?:\{([1-9])\}|([1-9])(?![0-9]))")
+_PLACEHOLDER = re.compile(rf"(?P<all>{_ARGUMENTS.pattern})|{_POSITIONAL.pattern}")
 
 
 def called_skill(text: str, skills: Mapping[str, Skill]) -> tuple[Skill, str] | None:
@@ -46,11 +47,14 @@ def filled(body: str, args: str) -> str:
         return f"{body.rstrip()}\n\nArguments: {args}" if args else body
     words = _words(args)
 
-    def word(match: re.Match[str]) -> str:
-        index = int(match.group(1) or match.group(2)) - 1
+    def put(match: re.Match[str]) -> str:
+        if match.group("all"):
+            return args
+        index = int(match.group(2) or match.group(3)) - 1  # ${N} or $N
         return words[index] if index < len(words) else ""
 
-    return _POSITIONAL.sub(word, _ARGUMENTS.sub(lambda _m: args, body))
+    # one pass over the body alone: a `$5` or `${2}` the person typed is their text, never filled in turn (543)
+    return _PLACEHOLDER.sub(put, body)
 
 
 def call_layer(texts: Sequence[str], skills: Mapping[str, Skill], *, max_bytes: int) -> str | None:
