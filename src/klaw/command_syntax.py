@@ -33,13 +33,14 @@ class ParsedCommand:
 
 
 def parse_command(text: str) -> ParsedCommand | None:
-    """`/model  gpt-4o` → ParsedCommand("model", "gpt-4o"); None for text that is not a command:
-    no leading slash, a lone "/", "/ x", or "//" (a way to send text starting with a slash)."""
+    """`/model  gpt-4o` → ParsedCommand("model", "gpt-4o"), `/weather-report\nOslo` → ("weather-report", "Oslo")
+    (decision 543: a newline, tab or non-breaking space ends the name as a space does); None for text that is not
+    a command: no leading slash, a lone "/", "/ x", or "//" (a way to send text starting with a slash)."""
     stripped = text.strip()
     if not stripped.startswith("/") or len(stripped) < 2 or stripped[1].isspace() or stripped.startswith("//"):
         return None
-    name, _, args = stripped[1:].partition(" ")
-    return ParsedCommand(name.lower(), args.strip())
+    name, *rest = stripped[1:].split(maxsplit=1)  # any whitespace ends the name: Shift+Enter, a tab, a pasted NBSP
+    return ParsedCommand(name.lower(), rest[0].strip() if rest else "")
 
 
 # Every command an engine answers (`engine/commands.py`'s handlers, with the memory, approval and tool
@@ -85,8 +86,8 @@ def for_this_bot(text: str, username: str) -> str | None:
         return f"/help {command.args}".rstrip()
     if not bot:
         return text  # as typed: a skill's call is this message, as the console's is (decision 536)
-    typed, space, words = text.strip()[1:].partition(" ")
-    return f"/{typed.partition('@')[0]}{space}{words}"
+    typed, *words = text.strip()[1:].split(maxsplit=1)  # the name ends at any whitespace, as parse_command's
+    return f"/{typed.partition('@')[0]}" + (f" {words[0]}" if words else "")
 
 
 def unknown_command(name: str, names: Iterable[str] = ()) -> str:
