@@ -24,6 +24,7 @@ from cronsim import CronSim, CronSimError
 
 from klaw.ascii_digits import digits
 from klaw.errors import KlawError
+from klaw.scheduling.zones import gap_around, offset_text, other_offset
 
 ScheduleKind = Literal["cron", "every", "at"]
 MIN_INTERVAL_SECONDS = 60
@@ -111,6 +112,14 @@ class TaskSchedule:
                 f"invalid time {_clip(text)!r}: give a date and time as YYYY-MM-DD HH:MM, e.g. '{day} 17:00'"
                 f" (the scheduler's time zone), or with an offset, '{day}T17:00+01:00'"
             ) from None
+        if moment.tzinfo is None and (gap := gap_around(moment.replace(second=0, microsecond=0), zone)):
+            before, after = gap
+            jump = before + timedelta(minutes=1)
+            to = f"{after:%H:%M}" if after.date() == jump.date() else f"{after:%Y-%m-%d %H:%M}"
+            raise InvalidSchedule(
+                f"{_clip(text)!r} is no time in {zone}: its clocks go from {jump:%Y-%m-%d %H:%M} straight to {to};"
+                f" give '{before:%Y-%m-%d %H:%M}' or '{after:%Y-%m-%d %H:%M}'"
+            )
         moment = (moment.replace(tzinfo=zone) if moment.tzinfo is None else moment).astimezone(UTC)
         if moment <= now:
             raise InvalidSchedule(
@@ -149,7 +158,14 @@ class TaskSchedule:
         if self.kind == "cron":
             return f"cron '{self.expression}'"
         if self.kind == "at":
-            return f"once at {self.moment.astimezone(zone):%Y-%m-%d %H:%M}"
+            local = self.moment.astimezone(zone)
+            if (other := other_offset(local)) is None:
+                return f"once at {local:%Y-%m-%d %H:%M}"
+            which = "first" if local.fold == 0 else "second"  # a time shown twice: which one (decision 542)
+            return (
+                f"once at {local:%Y-%m-%d %H:%M}{offset_text(local)} (the {which} {local:%H:%M} of the night the"
+                f" clocks go back; the other is '{local:%Y-%m-%dT%H:%M}{other}')"
+            )
         return f"every {format_interval(int(self.expression))}"
 
     def first_fire(self, created_at: datetime, zone: tzinfo) -> datetime | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from datetime import UTC, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -39,3 +39,41 @@ def _host_zone_names() -> list[str]:
     with contextlib.suppress(OSError):
         names.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
     return [n for n in names if n]
+
+
+def gap_around(wall: datetime, zone: tzinfo) -> tuple[datetime, datetime] | None:
+    """None when the naive `wall` is a time `zone`'s clocks show; else the last minute they show before it and
+    the first after: it falls in the hour skipped as the clocks go forward (decision 542: "02:30" on such a
+    night was moved to 03:30 without a word)."""
+    if _shown(wall, zone):
+        return None
+    before = after = wall.replace(second=0, microsecond=0)
+    for _ in range(_GAP_MINUTES_AT_MOST):
+        if _shown(before := before - _MINUTE, zone):
+            break
+    for _ in range(_GAP_MINUTES_AT_MOST):
+        if _shown(after := after + _MINUTE, zone):
+            break
+    return before, after
+
+
+def other_offset(local: datetime) -> str | None:
+    """When the aware `local` time is one its zone's clocks show twice (the hour repeated as they go back): the
+    UTC offset of the other one ("+01:00"); None otherwise."""
+    other = local.replace(fold=1 - local.fold)
+    return None if other.utcoffset() == local.utcoffset() else offset_text(other)
+
+
+def offset_text(moment: datetime) -> str:
+    """`moment`'s UTC offset as ISO 8601 writes it: "+02:00" (strftime's %:z is Python 3.12's)."""
+    text = moment.strftime("%z") or "+0000"
+    return f"{text[:3]}:{text[3:5]}"
+
+
+def _shown(wall: datetime, zone: tzinfo) -> bool:
+    """Whether the naive `wall` is a time `zone`'s clocks show: read there, it comes back the same."""
+    return wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone).replace(tzinfo=None) == wall
+
+
+_MINUTE = timedelta(minutes=1)
+_GAP_MINUTES_AT_MOST = 2 * 24 * 60  # the widest skip on record is a day (Samoa, 2011)
