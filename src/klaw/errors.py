@@ -51,6 +51,7 @@ gateway/link.py, `_EngineRunning` in cli/memory_forget_cmd.py, `_Spoiled` in sto
   - InvalidTaskName (ValueError) ........... scheduling/names
   - InvalidSchedule (ValueError) ........... scheduling/schedules
   - DuplicateTask (ValueError) ............. scheduling/task_store
+  - SchedulerFileTooNew (RuntimeError) ..... scheduling/task_store: scheduler.db of a newer klaw, left untouched
   - SkillPathError (ValueError) ............ tools/skills/skill_files: a skill file that may not be read
   - FrameError (ValueError) ................ engine/frames: a line that is not a valid frame
   - MessageRefused (ValueError) ............ message_text: a message no log can hold, or too long; nothing stored

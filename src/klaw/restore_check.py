@@ -112,11 +112,13 @@ def _read_log(home: KlawHome, counts: RestoredCounts) -> None:
 
 def _read_tasks(home: KlawHome, counts: RestoredCounts) -> None:
     from klaw.home_restore import RestoreError
-    from klaw.scheduling.task_store import ScheduleStore
+    from klaw.scheduling.task_store import SchedulerFileTooNew, ScheduleStore
 
     if not home.scheduler_db.is_file():
         return
     try:
         counts.tasks = len(ScheduleStore(home.scheduler_db).list_read_only())
+    except SchedulerFileTooNew as exc:
+        raise RestoreError(f"the archive's {exc}; nothing was restored") from None
     except sqlite3.Error as exc:
         raise RestoreError(f"the archive's scheduler.db does not open ({exc}): nothing was restored") from None

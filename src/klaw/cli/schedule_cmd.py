@@ -15,7 +15,17 @@ import typer
 from rich.table import Table
 
 from klaw.cli.context import fail, home_from_env, load_or_exit, stderr_console, table_console
-from klaw.cli.schedule_engine import NOT_TOLD, ask_engine, library_holder, run
+from klaw.cli.schedule_engine import (
+    NOT_TOLD,
+    OLDER,
+    RESTART,
+    ask_engine,
+    engine_schema,
+    file_of_this_klaw,
+    library_holder,
+    older_engine,
+    run,
+)
 from klaw.cli.schedule_runs import runs
 from klaw.disk_trouble import disk_trouble, unwritable
 from klaw.terminal_text import visible
@@ -36,7 +46,8 @@ app = typer.Typer(
 @app.command("list")
 def list_tasks() -> None:
     """Every task: schedule, next and last run, model, the chat it reports to, its message."""
-    from klaw.scheduling.task_store import ScheduleStore
+    from klaw.engine_presence import engine_answers
+    from klaw.scheduling.task_store import SCHEMA_VERSION, ScheduleStore
     from klaw.scheduling.zones import scheduler_zone
 
     home = home_from_env()
@@ -45,7 +56,10 @@ def list_tasks() -> None:
         typer.echo("No scheduled tasks.")
         return
     store = ScheduleStore(home.scheduler_db)
-    if unwritable(home.root, (home.scheduler_db,)) is None:
+    version = file_of_this_klaw(home)
+    if version < SCHEMA_VERSION and asyncio.run(engine_answers(home.socket_path)):
+        tasks = store.list_read_only()  # an engine older than this klaw reads it: not migrated under it (542)
+    elif unwritable(home.root, (home.scheduler_db,)) is None:
         try:
             store.create()  # brings a file of an older klaw up to date (idempotent)
             tasks = store.list()
@@ -120,11 +134,12 @@ def add(
     from klaw.llm.catalogue import ModelCatalogue
     from klaw.scheduling.names import typed_chat_target, validate_task_name
     from klaw.scheduling.schedules import TaskSchedule, day_share_warning, other_runs
-    from klaw.scheduling.task_store import ScheduledTask, ScheduleStore
+    from klaw.scheduling.task_store import SCHEMA_VERSION, ScheduledTask, ScheduleStore
     from klaw.scheduling.zones import scheduler_zone
 
     home = home_from_env()
     config = load_or_exit(home).config
+    version = file_of_this_klaw(home)
     if sum(given is not None for given in (cron, every, at)) != 1:
         fail("give exactly one of --cron EXPR, --every INTERVAL or --at 'YYYY-MM-DD HH:MM'")
     zone = scheduler_zone(config.scheduler.timezone)
@@ -157,7 +172,16 @@ def add(
             allowed_tools=allowed,
         )
         store = ScheduleStore(home.scheduler_db)
-        store.create()
+        reads = engine_schema(home)
+        if reads is None or reads >= SCHEMA_VERSION or not home.scheduler_db.exists():
+            store.create()
+        elif version < (needs := 5 if schedule.kind == "at" else 2):  # never migrated under an older engine (542)
+            kind = "a one-off task (--at)" if schedule.kind == "at" else "a task"
+            fail(
+                f"{older_engine(home)}: it reads scheduler.db at schema {version}, and {kind} needs schema {needs},"
+                f" to which this klaw would move the file under it. Nothing was added: {RESTART}, then add the task",
+                code=1,
+            )
         store.add(task)
     except ValueError as exc:
         fail(str(exc))
@@ -169,6 +193,13 @@ def add(
         )
     elif told is None:
         pickup = " It runs while an engine runs on this home (`klaw serve`, `klaw engine`, `klaw chat`)."
+    elif told is OLDER and schedule.kind == "at":  # it skips the row it cannot read (adversary33)
+        pickup = (
+            f" But {older_engine(home)} and cannot run it: it runs only once that engine is restarted with this klaw"
+            " (`klaw serve` again) before its time."
+        )
+    elif told is OLDER:
+        pickup = " The engine running on this home is older than this klaw; it reads the table within a minute."
     elif told is NOT_TOLD:
         pickup = " The engine running on this home did not answer now; it reads the table within a minute."
     else:
@@ -208,14 +239,20 @@ def remove(name: Annotated[str, typer.Argument(help="The task to remove.")]) -> 
 
     home = home_from_env()
     missing = f"there is no task named {name!r}; `klaw schedule list` shows the tasks"
+    file_of_this_klaw(home)  # a newer klaw's file: not a row of it deleted (decision 542)
     # Asked of the running engine: removed between two of its ticks, it never fires again (decision 526).
-    if (said := ask_engine(home, {"action": "remove", "name": name})) is not None:
+    said = ask_engine(home, {"action": "remove", "name": name})
+    if said is not None and said is not OLDER:
         if not said.get("removed"):
             fail(missing, code=1)
         typer.echo(f"Removed {name}; the engine running on this home will not run it again.")
         return
     if not home.scheduler_db.exists() or not ScheduleStore(home.scheduler_db).remove(name):
         fail(missing, code=1)
+    if said is OLDER:
+        typer.echo(f"Removed {name}. The engine running on this home is older than this klaw: it reads the table"
+                   " within a minute, and may start a run of it meanwhile.")  # fmt: skip
+        return
     typer.echo(f"Removed {name}.")
 
 

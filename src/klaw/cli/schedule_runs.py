@@ -30,12 +30,14 @@ def runs(
     last: Annotated[int, typer.Option("--last", min=1, max=100, help="How many of its latest runs.")] = 5,
 ) -> None:
     """A task's latest runs from its log: when each ran, how it ended, the tools it called, its answer."""
+    from klaw.cli.schedule_engine import file_of_this_klaw
     from klaw.memory.subagent_history import SubagentHistoryLoader
     from klaw.scheduling.names import InvalidTaskName, validate_task_name
     from klaw.scheduling.zones import scheduler_zone
 
     home = home_from_env()
     zone = scheduler_zone(load_or_exit(home).config.scheduler.timezone)
+    file_of_this_klaw(home)  # a newer klaw's file is not read (decision 542)
     try:
         validate_task_name(name)
     except InvalidTaskName as exc:

@@ -15,13 +15,13 @@ from klaw.home import KlawHome
 def task_target_warnings(home: KlawHome, config: EngineConfig) -> list[str]:
     """One warning per stored task whose Telegram target is no chat's number, or one the bot does not serve;
     none when there is no scheduler.db or it cannot be read (`klaw schedule list` says why)."""
-    from klaw.scheduling.task_store import ScheduleStore
+    from klaw.scheduling.task_store import SchedulerFileTooNew, ScheduleStore
 
     if not home.scheduler_db.exists():
         return []
     try:
         tasks = ScheduleStore(home.scheduler_db).list_read_only()
-    except (sqlite3.Error, OSError):
+    except (sqlite3.Error, OSError, SchedulerFileTooNew):
         return []
     said = []
     for task in tasks:

@@ -4,7 +4,8 @@
 `--every 1m` could fire once more, one added waited, and nothing could run a task now. Now the command asks
 the engine first: {action: "remove", name} removes it between two ticks, so it never fires again;
 {action: "changed"} has the table read at once; {action: "run", name} runs the task now and answers once the
-run ended, with its status, what it met and its answer. A refusal is a QueryError in words.
+run ended, with its status, what it met and its answer; {action: "schema"} is the scheduler.db version it reads
+(decision 542: a command of a newer klaw does not migrate the file under it). A refusal is a QueryError in words.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 from klaw.engine.frame_dispatch import QueryError
 from klaw.engine.scheduler_loop import DENIED_STATUS, Scheduler, denied_note
 from klaw.engine.subagents import RunOutcome
+from klaw.scheduling.task_store import SCHEMA_VERSION
 
-ACTIONS = ("remove", "changed", "run")
+ACTIONS = ("remove", "changed", "run", "schema")
 
 
 async def schedule_answer(scheduler: Scheduler, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -25,7 +27,9 @@ async def schedule_answer(scheduler: Scheduler, params: Mapping[str, Any]) -> di
     name = str(params.get("name", ""))
     if action == "changed":
         scheduler.changed()
-        return {}
+        return {"schema": SCHEMA_VERSION}
+    if action == "schema":  # the scheduler.db schema this engine reads: a newer command migrates no further (542)
+        return {"schema": SCHEMA_VERSION}
     if action == "remove":
         return {"removed": await scheduler.remove_task(name)}
     if action == "run":

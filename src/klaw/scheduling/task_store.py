@@ -93,6 +93,16 @@ class DuplicateTask(KlawError, ValueError):
     """A task of that name exists already."""
 
 
+class SchedulerFileTooNew(KlawError, RuntimeError):
+    """scheduler.db was made by a newer klaw: this one neither reads nor changes it (decision 542)."""
+
+    def __init__(self, path: Path, version: int) -> None:
+        super().__init__(
+            f"{path} was made by a newer klaw (schema version {version}; this klaw knows up to {SCHEMA_VERSION}),"
+            " so this klaw leaves it untouched: use the klaw that made it, or upgrade this one (docs/maintenance.md)"
+        )
+
+
 @dataclass(frozen=True)
 class ScheduledTask:
     name: str
@@ -144,8 +154,6 @@ class ScheduleStore:
         """Create the file and table if missing (idempotent)."""
         with self._connect() as connection:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(f"{self.path} has schema version {version}; this klaw knows {SCHEMA_VERSION}")
             existed = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'tasks'").fetchone() is not None
             if existed and version < 2:
                 connection.execute(_MIGRATE_TO_2)
@@ -156,6 +164,13 @@ class ScheduleStore:
                 connection.execute(statement)
             connection.execute(_NOTES)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def version(self) -> int:
+        """The file's schema version, read without writing (0: no file, or none made by klaw yet)."""
+        if not self.path.exists():
+            return 0
+        with closing(sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True, timeout=10)) as db:
+            return int(db.execute("PRAGMA user_version").fetchone()[0])
 
     def add(self, task: ScheduledTask) -> None:
         with self._connect() as connection:
@@ -192,14 +207,14 @@ class ScheduleStore:
         the file itself, which is then read as immutable: nothing can change it on a read-only mount."""
         base = self.path.absolute().as_uri()
         try:
-            rows = _read_tasks(f"{base}?mode=ro")
+            rows = _read_tasks(self.path, f"{base}?mode=ro")
         except sqlite3.OperationalError:
             try:  # a full disk: no byte for the -shm file SQLite sizes by writing (decision 431)
-                rows = _read_tasks(base, index_in_memory=True)
+                rows = _read_tasks(self.path, base, index_in_memory=True)
             except sqlite3.OperationalError:
                 if Path(f"{self.path}-wal").exists():
                     raise
-                rows = _read_tasks(f"{base}?immutable=1")
+                rows = _read_tasks(self.path, f"{base}?immutable=1")
         return [task for task in (_task(row) for row in rows) if task is not None]
 
     def set_next_run(self, name: str, next_run_at: datetime | None) -> None:
@@ -285,6 +300,8 @@ class ScheduleStore:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("BEGIN IMMEDIATE")
             try:
+                if (version := connection.execute("PRAGMA user_version").fetchone()[0]) > SCHEMA_VERSION:
+                    raise SchedulerFileTooNew(self.path, version)  # before any read or write (decision 542)
                 yield connection
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -292,7 +309,7 @@ class ScheduleStore:
             connection.execute("COMMIT")
 
 
-def _read_tasks(uri: str, *, index_in_memory: bool = False) -> list[tuple[object, ...]]:
+def _read_tasks(path: Path, uri: str, *, index_in_memory: bool = False) -> list[tuple[object, ...]]:
     """`index_in_memory`: in exclusive locking mode, set before the file is read, SQLite keeps WAL's index
     in memory instead of a -shm file, and `query_only` keeps the connection to reading (a file system
     with no space left, whose files can still be opened for writing; not a read-only mount)."""
@@ -300,6 +317,8 @@ def _read_tasks(uri: str, *, index_in_memory: bool = False) -> list[tuple[object
         if index_in_memory:
             connection.execute("PRAGMA locking_mode = EXCLUSIVE")
             connection.execute("PRAGMA query_only = ON")
+        if (version := connection.execute("PRAGMA user_version").fetchone()[0]) > SCHEMA_VERSION:
+            raise SchedulerFileTooNew(path, version)
         return connection.execute(f"SELECT {_COLUMNS} FROM tasks ORDER BY name").fetchall()
 
 
