@@ -38,13 +38,7 @@ from klaw.channels.console_prompt import (
     next_message,
 )
 from klaw.channels.console_waiting import count_up
-from klaw.command_syntax import (
-    ENGINE_COMMANDS,
-    Described,
-    help_text,
-    parse_command,
-    unknown_command,
-)
+from klaw.command_syntax import ENGINE_COMMANDS, Described, help_text, parse_command, unknown_command
 from klaw.message_text import MessageRefused
 from klaw.store.records import ChatRef
 from klaw.terminal_text import visible
@@ -63,6 +57,7 @@ if TYPE_CHECKING:  # imported where a prompt is drawn: a piped chat needs neithe
 CONSOLE_CHANNEL = "console"
 LEAVING_HELP = "/exit — Leave klaw chat (also /quit or Ctrl-D)"
 EARLIER_RUN_REPLY = "Reply to a message from before klaw last stopped:"
+REPLY_LABEL_STYLE = "bold cyan"  # whose reply (a subagent the model named…): never approval_mark.BOX_COLOUR (543)
 
 
 class BeforeTurn(Protocol):
@@ -247,7 +242,7 @@ class ConsoleChannel:
             self._stderr.print(Text(visible(said)), highlight=False)
             return
         if earlier:
-            self._console.print(Text(EARLIER_RUN_REPLY, style="bold yellow"), highlight=False)
+            self._console.print(Text(EARLIER_RUN_REPLY, style=REPLY_LABEL_STYLE), highlight=False)
         self._show(reply)
 
     async def _exchange(self, chat: ChatRef, text: str, session: PromptSession[str], kept: str | None = None) -> None:
@@ -378,7 +373,7 @@ def show_reply(console: Console, stderr: Console, reply: ShownReply) -> None:
 
     label = unasked_label(reply.task, reply.spawned, reply.sent_from)
     if label is not None:  # a task's answer, a message from another chat: say whose, as the web page does
-        console.print(Text(visible(label), style="bold yellow"), highlight=False)
+        console.print(Text(visible(label), style=REPLY_LABEL_STYLE), highlight=False)
     if reply.tools:  # what the turn called on its way to this answer, as the web page lists it
         console.print(Text(visible(tools_used(reply.tools)), style="dim"), highlight=False)
     if reply.kind == "error":

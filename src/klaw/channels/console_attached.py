@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from klaw.channels.console import CONSOLE_CHANNEL, LEAVING_HELP, show_reply
+from klaw.channels.console import CONSOLE_CHANNEL, LEAVING_HELP, REPLY_LABEL_STYLE, show_reply
 from klaw.channels.console_cancel import ChatCtrlC, start_cancelling
 from klaw.channels.console_prompt import approves, ask_approval, ctrl_c_clears_a_typed_line, next_message
 from klaw.channels.console_waiting import TICK_SECONDS, AskedDoing, waiting_text
@@ -361,9 +361,9 @@ class AttachedConsole:
             self._stderr.print(Text(visible(said)), highlight=False)
             return
         if away and reply.approval is None:
-            self._console.print(Text(WHILE_AWAY, style="bold yellow"), highlight=False)
+            self._console.print(Text(WHILE_AWAY, style=REPLY_LABEL_STYLE), highlight=False)
         elif _not_mine(reply, self._mine):  # labelled by where its message came from (decision 535)
-            self._console.print(Text(origin_label(reply.origin), style="bold yellow"), highlight=False)
+            self._console.print(Text(origin_label(reply.origin), style=REPLY_LABEL_STYLE), highlight=False)
         show_reply(self._console, self._stderr, reply)
 
     async def _watch_link(self) -> None:

@@ -16,11 +16,16 @@ from rich.markdown import Markdown
 
 from klaw.terminal_text import kept_line_breaks, visible
 
+CODE_THEME = "stata-dark"
+"""Pygments' theme for a reply's code blocks: a dark one with no yellow in it. rich's default, monokai, draws
+strings pale yellow (256-colour 186), so a reply's `"╔═ klaw asks before a tool runs ═╗"` in a code block looked
+like the approval box, whose colour is yellow alone (approval_mark.py; decision 543)."""
+
 
 def reply_markdown(text: str) -> Markdown:
     """`text` (a model's reply, an approval question) as Markdown for a terminal: control characters shown
     (`visible`), line breaks kept (`kept_line_breaks`), links with their targets."""
-    markdown = Markdown("", hyperlinks=False)
+    markdown = Markdown("", hyperlinks=False, code_theme=CODE_THEME)
     markdown.markup = kept_line_breaks(visible(text))
     markdown.parsed = _parser().parse(markdown.markup)  # rich's own parser, its HTML rules off
     for block in markdown.parsed:
