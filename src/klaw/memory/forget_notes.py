@@ -11,6 +11,7 @@ classed by where its tombstone is and what the log and database still hold (deci
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from klaw.store.records import ChatRef, MessageRecord
 
 if TYPE_CHECKING:
     from klaw.memory.conversation_log import ConversationLog
+    from klaw.memory.migrated_copy import MigratedCopy
     from klaw.store.protocol import Storage
 
 log = logging.getLogger("klaw.memory.forgetting")  # its warning is quieted with the forget's own (the CLI)
@@ -55,9 +57,10 @@ class NotedForget:
 
 
 class ForgetNotes:
-    def __init__(self, store: Storage, conversation_log: ConversationLog) -> None:
+    def __init__(self, store: Storage, conversation_log: ConversationLog, copy: MigratedCopy | None = None) -> None:
         self._store = store
         self._log = conversation_log
+        self._copy = copy  # a PostgreSQL home's SQLite copy: a forget's last step, so redone here (decision 544)
 
     async def ids(self) -> list[str]:
         value = await self._store.settings.get(PENDING_KEY)
@@ -103,6 +106,8 @@ class ForgetNotes:
                 assert tombstone is not None
                 days = forgotten_days(tombstone) or None
                 rewritten += len(await self._log.remove_records(tombstone.chat, forgotten_ids(tombstone), days))
+            if self._copy is not None and noted.tombstone is not None:  # stopped before or in the copy's erase
+                await asyncio.to_thread(self._copy.erase, noted.tombstone.chat, forgotten_ids(noted.tombstone))
             await self.note(noted.tombstone_id, add=False)
             finished += 1
         if finished:

@@ -172,7 +172,7 @@ class Forgetting:
         self._store = ingestion.store
         self._log = ingestion.log
         self._clock = clock
-        self.notes = ForgetNotes(self._store, self._log)
+        self.notes = ForgetNotes(self._store, self._log, copy)
 
     async def plan(self, kind: ForgetKind, target_id: int | str, chat: ChatRef | None) -> ForgetPlan:
         """What forgetting the target removes (`target_id` as typed: checked by `typed_target`). `chat` (None:
