@@ -129,7 +129,7 @@ async def reindex(
     database untouched and the partial build in place for the next run to resume. `command` is the
     one a person typed (`klaw db migrate` runs this too): a refusal says to run that one again."""
     began = time.perf_counter()
-    live, database = home.database_file(config.database.path), config.database
+    live, database = home.database_file(config.database.path).resolve(), config.database  # a link's file (544)
     unfinished = lambda: _unfinished(backend or rebuild_backend(live, database))  # noqa: E731
     async with _holding(home, command, unfinished, database.backend, database.path):
         return await _reindex(home, config, live, began, progress, embedder, clock, keep_backup, backend, command)

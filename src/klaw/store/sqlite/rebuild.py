@@ -280,7 +280,7 @@ class SqliteRebuild:
     def __init__(
         self, live: Path, tokenizer: FullTextTokenizer = "porter", *, copy_min_rows: int = SNAPSHOT_MIN_ROWS
     ) -> None:
-        self._live = live
+        self._live = live = live.resolve()  # through a link: built and swapped beside the file (decision 544)
         self._tokenizer = tokenizer
         self._work = _sidecar(live, ".reindex")
         self._copy_min_rows = copy_min_rows
