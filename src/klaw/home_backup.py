@@ -16,7 +16,7 @@ Here:
   gateway's buffer (`gateway/*.jsonl`) is appended the same way and cut the same way.
 - What is rebuilt on its own or belongs to the running process is left out: `cache/` (the embedder's
   graphs), `docs_index.db`, `logs/`, `sandbox/` (`klaw sandbox install` makes it again), sockets,
-  `engine.lock`, `web_address`, `.private-walk` (so the restored home is checked for privacy once).
+  `engine.lock`, `web_address`, `.private-walk` (so the restored home is checked for privacy once), klaw.db.floats.
 - The archive is created 0600 whatever the umask, under a temporary name beside it, and given its name
   only once whole; an existing file is never replaced.
 - The disk it is written to must have room first (decision 536): the database copies, then an archive of
@@ -270,7 +270,7 @@ def _files(
 ) -> Iterator[tuple[Path, str]]:
     """Every file and folder of the home to archive (the log's first), in a stable order."""
     skipped = {home.root / name for name in (*LEFT_OUT, MANIFEST)} | left_copy
-    skipped |= {Path(f"{path}{suffix}") for path in databases for suffix in ("", *SQLITE_SIDECARS)}
+    skipped |= {Path(f"{p}{s}") for p in databases for s in ("", *SQLITE_SIDECARS, ".floats", ".floats-rowids")}
     skipped |= {home.root / f"{home.docs_index_file.name}{suffix}" for suffix in SQLITE_SIDECARS}
     for name, why in LEFT_OUT.items():
         if (home.root / name).exists():

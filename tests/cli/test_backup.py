@@ -39,6 +39,7 @@ def test_a_backup_of_a_serving_home_restores_into_a_working_home(tmp_path: Path)
         async with FakeOpenAiServer() as model:
             write_serve_home(home, serve_config(model.base_url))
             assert klaw_here(home, "reindex").returncode == 0  # klaw.db holds them
+            assert (home / "klaw.db.floats").exists()  # their vectors' float rows (decision 534): left out
             async with running(env=serve_env(home)) as serve:
                 await web_page(serve)  # the engine holds klaw.db open (WAL), its socket is there
                 assert (home / "engine.sock").exists() and (home / "klaw.db-wal").exists()
@@ -65,6 +66,7 @@ def test_a_backup_of_a_serving_home_restores_into_a_working_home(tmp_path: Path)
         assert "klaw.db" in names and "scheduler.db" in names and "engine.yaml" in names
         assert not [name for name in names if name.startswith("cache") or name.endswith(("-wal", "-shm"))]
         assert "engine.sock" not in names and "engine.lock" not in names
+        assert not [name for name in names if ".floats" in name]  # made again from klaw.db (decision 534)
     assert not list(archive.parent.glob(".*"))  # no scratch or partial file left beside them
 
     restored = tmp_path / "restored"

@@ -80,11 +80,12 @@ async def test_a_small_chat_is_searched_without_reading_its_vectors_again(
         await store.aclose()
 
 
-async def test_past_the_limit_or_the_budget_the_rescore_reads_the_database_again(
+async def test_past_the_limit_or_the_budget_the_rescore_reads_the_disk_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A chat that grows past `EXACT_ROWS_MAX` drops its float rows; a cache with room for the int8
-    rows only keeps the chat without them. Both rescore from `vec_messages`, with the same answers."""
+    rows only keeps the chat without them. Both rescore from the float rows beside the database
+    (`klaw.db.floats`, decision 534; `vec_messages` without it), with the same answers."""
     monkeypatch.setattr(vector_matrix, "EXACT_ROWS_MAX", 100)
     statements = traced(monkeypatch)
     rng = np.random.default_rng(13)
@@ -101,7 +102,7 @@ async def test_past_the_limit_or_the_budget_the_rescore_reads_the_database_again
             query = unit_rows(rng, 1)[0]
             hits = await store.search.nearest(ALICE, query, limit=10)
             assert [hit.message.rowid for hit in hits] == exact(rowids, vectors, query, 10)
-            assert vector_reads(statements) == 1  # the rescore's read
+            assert vector_reads(statements) == 0  # the rescore's rows read from klaw.db.floats
             assert store.vector_cache.cached_bytes == 120 * row_bytes(DIM)  # still cached, int8 rows only
     finally:
         await grown.aclose()

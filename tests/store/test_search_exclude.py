@@ -5,7 +5,9 @@ and reads only what it returns: the rows of its hits, and no word counts for the
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from klaw.store.records import ChatRef, MessageRecord, Role
 from klaw.store.shared import vector_matrix
 from klaw.store.shared.vector_quant import shortlist
 from klaw.store.sqlite.store import SqliteStore
+from klaw.store.sqlite.vector_floats import FloatFile
 from tests.store.statement_trace import traced
 
 ALICE = ChatRef("console", "alice")
@@ -80,6 +83,14 @@ async def test_the_vector_rescore_reads_no_left_out_row(tmp_path: Path, monkeypa
     the database as a chat past `EXACT_ROWS_MAX` is."""
     monkeypatch.setattr(vector_matrix, "EXACT_ROWS_MAX", 0)
     statements = traced(monkeypatch)
+    asked: list[list[int]] = []  # the rows asked of the float file beside the database (decision 534)
+    read = FloatFile.read
+
+    def spied(self: FloatFile, rowids: Sequence[int], *rest: Any) -> list[bytes | None]:
+        asked.append(list(rowids))
+        return read(self, rowids, *rest)
+
+    monkeypatch.setattr(FloatFile, "read", spied)
     store = await SqliteStore.open(tmp_path / "traced.db")
     try:
         await store.vectors.bind_embedder("test-embedder", DIM)
@@ -88,14 +99,14 @@ async def test_the_vector_rescore_reads_no_left_out_row(tmp_path: Path, monkeypa
         near = await store.search.nearest(ALICE, vector(0), limit=60)
         window = {hit.message.rowid for hit in near[:30]}
         statements.clear()
+        asked.clear()
         kept = await store.search.nearest(ALICE, vector(0), limit=5, exclude=window)
     finally:
         await store.aclose()
     assert [h.message.rowid for h in kept] == [h.message.rowid for h in near[30:35]]
-    rescores = [b for sql, b in statements if "JOIN vec_messages AS v" in sql and isinstance(b, tuple)]
-    rescored = [json.loads(str(b[0])) for b in rescores]
-    assert len(rescored) == 1
-    assert len(rescored[0]) == shortlist(5) and not window & set(rescored[0])
+    assert not [sql for sql, _ in statements if "JOIN vec_messages AS v" in sql]  # all from the file
+    assert len(asked) == 1
+    assert len(asked[0]) == shortlist(5) and not window & set(asked[0])
 
 
 async def test_neighbours_come_with_the_rows_a_search_reads_next(storage: Storage) -> None:

@@ -293,10 +293,10 @@ async def _warm_vector_cache(store: Storage) -> None:
         return  # the in-memory vector cache is SQLite's; PostgreSQL searches in the server
     try:
         loaded = await store.vectors.warm_cache()
-    except Exception as exc:  # only a slower first search: searches load their chat themselves
-        log.warning("could not warm the vector cache: %s", type(exc).__name__)
-        return
-    log.info("vector cache warmed: %d chat(s)", loaded)
+        log.info("vector cache warmed: %d chat(s)", loaded)
+        await store.vectors.fill_floats()  # a float file started again is filled now (decision 534)
+    except Exception as exc:  # only a slower first search: searches load their chat or read the table
+        log.warning("could not warm the vector cache or fill its float file: %s", type(exc).__name__)
 
 
 async def _forget_said(parts: Parts, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from klaw.store.sqlite.fts_merge import merged
 from klaw.store.sqlite.query import fetch_all, fetch_one
 from klaw.store.sqlite.store import SqliteStore
 from klaw.store.sqlite.vector_cache import save_large_chats
+from klaw.store.sqlite.vector_floats import FloatFile
 from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS
 
@@ -205,6 +206,12 @@ def swap_into_place(new: Path, live: Path, *, keep_backup: bool) -> Path | None:
     _fsync_dir(live.parent)
     # The old file's saved vectors are stale for the new one; the build's, saved by `finish`, are its own.
     SnapshotFolder.beside(new).replace(SnapshotFolder.beside(live))
+    # Likewise the float rows (decision 534): the build's, written by its puts, or none.
+    for built, old in zip(FloatFile.beside(new).paths(), FloatFile.beside(live).paths(), strict=True):
+        if built.exists():
+            os.replace(built, old)
+        else:
+            old.unlink(missing_ok=True)
     if keep_backup and backup.exists():
         return backup
     for path in [backup, *(_sidecar(backup, s) for s in _SIDECARS)]:
@@ -310,6 +317,7 @@ class SqliteRebuild:
         for path in [self._work, *(_sidecar(self._work, s) for s in _SIDECARS)]:
             path.unlink(missing_ok=True)
         SnapshotFolder.beside(self._work).remove()
+        FloatFile.beside(self._work).remove()
 
     def swap_into_place(self, *, keep_backup: bool) -> Path | None:
         return swap_into_place(self._work, self._live, keep_backup=keep_backup)

@@ -55,6 +55,7 @@ from klaw.store.sqlite.full_text import (
 from klaw.store.sqlite.query import fetch_all, fetch_value
 from klaw.store.sqlite.term_counts import TermCounts
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_floats import FloatFile
 from klaw.store.sqlite.vectors import MESSAGE_VECTORS, vector_table_exists
 
 if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs none (decision 437)
@@ -64,9 +65,15 @@ if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs no
 
 class SqliteSearch:
     def __init__(
-        self, db: SqliteDatabase, chats: ChatKeys, cache: ChatVectorCache, tokenizer: FullTextTokenizer = "porter"
+        self,
+        db: SqliteDatabase,
+        chats: ChatKeys,
+        cache: ChatVectorCache,
+        tokenizer: FullTextTokenizer = "porter",
+        floats: FloatFile | None = None,
     ) -> None:
         self._db = db
+        self._floats = floats  # the rescore's float rows beside klaw.db (vector_floats.py)
         self._tokenizer = tokenizer
         self._chats = chats
         self._cache = cache
@@ -177,7 +184,7 @@ class SqliteSearch:
         located = cached if cached is not None else await self._db.run(locate)
         count = shortlist(limit)
         view: MatrixView | None = None  # scanned on the read connection's thread, with the rescore
-        candidates: list[int] | None = None  # the shortlist of a split scan, to rescore
+        candidates: list[tuple[int, float]] | None = None  # the shortlist of a split scan, to rescore
         answer: list[tuple[int, float]] = []  # sqlite-vec's (rowid, distance), exact already
         if isinstance(located, MatrixView):
             parts = located.split(self._cache.search_threads)
@@ -187,7 +194,7 @@ class SqliteSearch:
                 answers = await asyncio.gather(
                     *(asyncio.to_thread(part.nearest, query_vector, count, scope) for part in parts)
                 )
-                candidates = [rowid for rowid, _ in merge_nearest(list(answers), count)]
+                candidates = merge_nearest(list(answers), count)
         else:
             answer = located
         if view is None and not candidates and not answer:
@@ -197,11 +204,13 @@ class SqliteSearch:
             shortlisted = candidates
             exact = None if view is None else view.exact_nearest(query_vector, count, scope, limit)
             if view is not None and exact is None:
-                shortlisted = [rowid for rowid, _ in view.nearest(query_vector, count, scope)]
+                shortlisted = view.nearest(query_vector, count, scope)
             if exact is not None:  # a small chat: rescored from its float rows in memory (decision 350)
                 ranked = exact
+            elif shortlisted is None:
+                ranked = answer
             else:
-                ranked = answer if shortlisted is None else _rescored(connection, query_vector, shortlisted, limit)
+                ranked = _rescored(connection, query_vector, shortlisted, limit, self._floats)
             return _hits(connection, [(rowid, d) for rowid, d in ranked if rowid not in left_out], limit)
 
         return await self._db.read(query, chat)
@@ -307,19 +316,31 @@ _NEIGHBOURS = (
 
 
 def _rescored(
-    connection: apsw.Connection, query: npt.NDArray[np.float32], candidates: list[int], limit: int
+    connection: apsw.Connection,
+    query: npt.NDArray[np.float32],
+    shortlisted: list[tuple[int, float]],
+    limit: int,
+    floats: FloatFile | None,
 ) -> list[tuple[int, float]]:
-    """The `limit` nearest of the int8 shortlist by exact float distance, from `vec_messages` (one
-    point lookup per rowid through json_each; an IN list would scan vec0). A rowid without a vector
-    (forgotten since the view was taken) is left out."""
+    """The `limit` nearest of the int8 shortlist (rowid, approximate distance) by exact float distance.
+    Each row from the float file beside klaw.db where it holds the row the int8 copy was made from
+    (vector_floats.py, decision 534), else from `vec_messages` (one point lookup per rowid through
+    json_each; an IN list would scan vec0). A rowid without a vector (forgotten since the view was
+    taken) is left out. The rows are joined in shortlist order either way: the same bytes in the same
+    order make the same products."""
     from klaw.store.shared.vector_quant import exact_distances
 
-    rows = fetch_all(
-        connection,
-        f"SELECT v.rowid, v.embedding FROM json_each(?) AS j JOIN {MESSAGE_VECTORS} AS v ON v.rowid = j.value",
-        (json.dumps(candidates),),
-    )
-    return exact_distances(query, [(int(rowid), bytes(blob)) for rowid, blob in rows], limit)
+    rowids = [rowid for rowid, _ in shortlisted]
+    found: list[bytes | None] = [None] * len(rowids)
+    if floats is not None:
+        found = floats.read(rowids, [d for _, d in shortlisted], query)
+    missing = [rowid for rowid, row in zip(rowids, found, strict=True) if row is None]
+    if missing:
+        sql = f"SELECT v.rowid, v.embedding FROM json_each(?) AS j JOIN {MESSAGE_VECTORS} AS v ON v.rowid = j.value"
+        read = {int(r): bytes(blob) for r, blob in fetch_all(connection, sql, (json.dumps(missing),))}
+        found = [read.get(rowid) if row is None else row for rowid, row in zip(rowids, found, strict=True)]
+    rows = [(rowid, row) for rowid, row in zip(rowids, found, strict=True) if row is not None]
+    return exact_distances(query, rows, limit)
 
 
 def _hits(connection: apsw.Connection, ranked: list[tuple[int, float]], limit: int) -> list[SearchHit]:

@@ -31,6 +31,7 @@ from klaw.store.sqlite.sessions import SqliteExchanges, SqliteSessions
 from klaw.store.sqlite.settings import SqliteSettings
 from klaw.store.sqlite.tokenizers import bind_tokenizer
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_floats import FloatFile
 from klaw.store.sqlite.vector_puts import SqliteVectorPuts
 from klaw.store.sqlite.vector_snapshot import SNAPSHOT_MIN_ROWS, SnapshotFolder
 from klaw.store.sqlite.vectors import SqliteVectors
@@ -51,8 +52,10 @@ class SqliteStore:
         vector_search_threads: int = DEFAULT_VECTOR_SEARCH_THREADS,
         vector_snapshot_min_rows: int = SNAPSHOT_MIN_ROWS,
         tokenizer: FullTextTokenizer = "porter",
+        floats: FloatFile | None = None,
     ) -> None:
         self.db = db
+        self.floats = floats  # the exact rescore's float rows beside klaw.db (decision 534)
         self.tokenizer = tokenizer
         chats = ChatKeys()
         db.after_rollback(chats.forget)  # a rolled-back group of appends may have made a chat (decision 353)
@@ -63,9 +66,9 @@ class SqliteStore:
         )
         self.messages = SqliteMessages(db, chats, clock, self.vector_cache)
         self.segments = SqliteSegments(db, chats, clock, generations)
-        self.search = SqliteSearch(db, chats, self.vector_cache, tokenizer)
+        self.search = SqliteSearch(db, chats, self.vector_cache, tokenizer, floats)
         ledger = JobLedger(generations)  # a vector put pays its embedding jobs (decision 229)
-        self.vectors = SqliteVectors(db, self.vector_cache, ledger)
+        self.vectors = SqliteVectors(db, self.vector_cache, ledger, floats)
         self.settings = SqliteSettings(db)
         self.sends = SqliteSends(db)
         self.sessions = SqliteSessions(db, chats, generations)
@@ -108,12 +111,15 @@ class SqliteStore:
         db = await SqliteDatabase.open(path, reading=reading)
         if reading:
             vector_cache_bytes = 0
+        floats = None if reading else FloatFile.beside(db.path)  # nothing is written when reading
         try:
             if reading:
                 await db.run(require_current)
             else:
                 said_migrated(str(path), await migrate_when_free(db))
             await db.run(lambda connection: bind_tokenizer(connection, tokenizer))
+            if floats is not None:  # a forget erases its rows from the file from now on
+                await db.run(floats.attach)
         except apsw.Error as exc:
             with contextlib.suppress(apsw.Error):  # closing a damaged file may fail too; the first error says why
                 await db.aclose()
@@ -121,7 +127,7 @@ class SqliteStore:
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, clock, vector_cache_bytes, vector_search_threads, vector_snapshot_min_rows, tokenizer)
+        return cls(db, clock, vector_cache_bytes, vector_search_threads, vector_snapshot_min_rows, tokenizer, floats)
 
     async def schema_version(self) -> int:
         return await self.db.run(current_version)
@@ -146,3 +152,5 @@ class SqliteStore:
             await self.vectors.persist_cache()  # large chats' int8 copies, so the next start loads them fast
         finally:
             await self.db.aclose()
+            if self.floats is not None:
+                self.floats.close()

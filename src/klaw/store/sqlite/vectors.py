@@ -9,6 +9,8 @@ version in the same transaction, so a copy saved beside the database knows it is
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from klaw.store.sqlite.connection import SqliteDatabase
 from klaw.store.sqlite.job_ledger import JobLedger
 from klaw.store.sqlite.query import fetch_one
 from klaw.store.sqlite.vector_cache import ChatVectorCache
+from klaw.store.sqlite.vector_floats import Binding, FloatFile
 from klaw.store.sqlite.vector_puts import PutPart, put_one
 from klaw.store.sqlite.vector_snapshot import bump_version
 from klaw.store.sqlite.vector_tables import bind_vector_table, bound_embedder, table_exists, vector_blobs, vector_count
@@ -29,7 +32,10 @@ if TYPE_CHECKING:  # numpy where a vector is touched: opening the store needs no
     import numpy as np
     import numpy.typing as npt
 
+log = logging.getLogger(__name__)
+
 MESSAGE_VECTORS = "vec_messages"
+FILL_BATCH = 2000  # vectors a call of the float file's fill: ~0.1 s of the database thread
 # Partitioned by chat; segment and time as metadata columns so scoped KNN stays inside sqlite-vec.
 MESSAGE_VECTOR_COLUMNS = (
     "chat_key integer partition key, embedding float[{dim}] distance_metric=cosine,"
@@ -40,10 +46,13 @@ vector_table_exists = table_exists
 
 
 class SqliteVectors:
-    def __init__(self, db: SqliteDatabase, cache: ChatVectorCache, ledger: JobLedger) -> None:
+    def __init__(
+        self, db: SqliteDatabase, cache: ChatVectorCache, ledger: JobLedger, floats: FloatFile | None = None
+    ) -> None:
         self._db = db
         self._cache = cache
         self._ledger = ledger  # the put pays the vectors' embedding jobs (job_ledger.py)
+        self._floats = floats  # each put's float rows, for the exact rescore (vector_floats.py)
         self._dim: int | None = None
 
     async def bind_embedder(self, embedder_id: str, dim: int) -> None:
@@ -51,6 +60,12 @@ class SqliteVectors:
             if bind_vector_table(connection, MESSAGE_VECTORS, MESSAGE_VECTOR_COLUMNS, embedder_id, dim):
                 self._cache.invalidate()  # the cached copies were another embedder's (the table was empty)
             self._dim = dim
+            if self._floats is not None:
+                bound_at = fetch_one(
+                    connection, "SELECT created_at FROM index_meta WHERE table_name = ?", (MESSAGE_VECTORS,)
+                )
+                if bound_at is not None:
+                    self._floats.bind(Binding(embedder_id, dim, int(bound_at[0])))
 
         await self._db.run(bind)
 
@@ -82,14 +97,23 @@ class SqliteVectors:
                 )
                 added.setdefault(meta[0], []).append((rowid, meta[1], meta[2], vectors_by_rowid[rowid]))
             versions = {chat_key: bump_version(connection, chat_key) for chat_key in added}
+            if self._floats is not None:  # before the commit: a committed vector's slot is written (vector_floats.py)
+                self._floats.write((row[0], row[3]) for rows in added.values() for row in rows)
 
             def committed() -> None:  # now the cached copies may see them
                 for chat_key, rows in added.items():
                     self._cache.added(chat_key, rows, versions[chat_key])
+                if self._floats is not None and self._floats.pending():
+                    repair_floats(connection, self._floats)
 
             return sum(len(rows) for rows in added.values()), committed
 
         return PutPart(MESSAGE_TARGET, list(vectors_by_rowid), insert)
+
+    async def repair_floats(self) -> int:
+        """Rewrite the float rows searches found missing or disagreeing (vector_floats.py); how many."""
+        floats = self._floats
+        return 0 if floats is None else await self._db.run(lambda connection: repair_floats(connection, floats))
 
     async def warm_cache(self) -> int:
         """Load the most recently active chats' vectors into memory while they fit, so the first
@@ -103,6 +127,30 @@ class SqliteVectors:
         if dim is None:
             return 0
         return await self._db.run(lambda connection: self._cache.warm(connection, MESSAGE_VECTORS, dim))
+
+    async def fill_floats(self, batch: int = FILL_BATCH) -> int:
+        """Write the vectors the float file lacks (it was missing, damaged or another binding's: started
+        again empty) from `vec_messages`, `batch` at a time behind the turns' writes. Returns how many."""
+        floats = self._floats
+        if floats is None:
+            return 0
+        started = time.perf_counter()
+        missing = await self._db.run(lambda connection: floats.unlisted(connection, MESSAGE_VECTORS), behind=True)
+        filled = 0
+        for first in range(0, len(missing), batch):
+            part = missing[first : first + batch]
+            filled += await self._db.run(
+                lambda connection, part=part: floats.copy(connection, MESSAGE_VECTORS, part),  # type: ignore[misc]
+                behind=True,
+            )
+        if filled:
+            log.info(
+                "wrote %d vectors to %s from the database in %.1f s",
+                filled,
+                floats.path.name,
+                time.perf_counter() - started,
+            )
+        return filled
 
     async def persist_cache(self) -> int:
         """Save the cached copies of large chats beside the database (at close), so the next start
@@ -118,3 +166,12 @@ class SqliteVectors:
             return None if bound is None else VectorIndex(MESSAGE_VECTORS, *bound)
 
         return await self._db.run(query)
+
+
+def repair_floats(connection: apsw.Connection, floats: FloatFile) -> int:
+    """`FloatFile.repair` from `vec_messages`, after a commit: a failure is logged, never the put's."""
+    try:
+        return floats.repair(connection, MESSAGE_VECTORS)
+    except apsw.Error as exc:
+        log.warning("could not repair the float vectors file from the database (%s)", type(exc).__name__)
+        return 0
