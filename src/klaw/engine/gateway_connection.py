@@ -69,8 +69,21 @@ class GatewayConnection:
 
     def write_now(self, data: bytes) -> bool:
         """Write one encoded frame into the connection's buffer without waiting for it to be read (whole: one
-        call); False if the connection is gone or has fallen behind (dropped here, told why)."""
+        call); False if the connection is gone or would fall behind with it (dropped here, told why). A frame
+        past the bound is not written: the caller queues it, and the buffer let out before the close must
+        not hold it too, or a reader coming back reads it twice (decision 544)."""
         if self._writer.is_closing():
+            return False
+        unread = self._writer.transport.get_write_buffer_size() + len(data)
+        if unread > self._max_unread:
+            log.warning(
+                "%s dropped: it fell behind (%d bytes of frames would wait unread, at most %d wait for one"
+                " connection); the other connections are not held up by it",
+                self.name,
+                unread,
+                self._max_unread,
+            )
+            self.refuse(ErrorFrame(code="refused", message=fell_behind(unread, self._max_unread)))
             return False
         try:
             self._writer.write(data)
@@ -78,20 +91,8 @@ class GatewayConnection:
             log.warning("%s: write failed (%s), dropping the connection", self.name, type(exc).__name__)
             self._writer.transport.abort()
             return False
-        if self._writer.is_closing():  # the peer had gone: the write failed at once (the transport closed itself)
-            return False
-        unread = self._writer.transport.get_write_buffer_size()
-        if unread <= self._max_unread:
-            return True
-        log.warning(
-            "%s dropped: it fell behind (%d bytes of frames unread, at most %d wait for one connection);"
-            " the other connections are not held up by it",
-            self.name,
-            unread,
-            self._max_unread,
-        )
-        self.refuse(ErrorFrame(code="refused", message=fell_behind(unread, self._max_unread)))
-        return False
+        # the peer had gone: the write failed at once (the transport closed itself)
+        return not self._writer.is_closing()
 
     def refuse(self, frame: EngineFrame) -> None:
         """Tell the peer why in one last frame and close, without waiting: for a peer being dropped

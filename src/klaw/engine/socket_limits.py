@@ -54,8 +54,8 @@ def stalled_frame(held: int) -> str:
 def fell_behind(unread: int, limit: int) -> str:
     """The last frame of a connection dropped for not reading what the engine sends it."""
     return (
-        f"this connection fell behind: {unread} bytes of frames waited unread, over the {limit} the engine keeps for"
-        " one connection, so it was closed rather than let it hold up the others; read frames as they come, then"
+        f"this connection fell behind: {unread} bytes of frames would wait unread, over the {limit} the engine keeps"
+        " for one connection, so it was closed rather than let it hold up the others; read frames as they come, then"
         " connect again"
     )
 
