@@ -90,12 +90,30 @@ def for_this_bot(text: str, username: str) -> str | None:
     return f"/{typed.partition('@')[0]}" + (f" {words[0]}" if words else "")
 
 
-def unknown_command(name: str, names: Iterable[str] = ()) -> str:
+def unknown_command(name: str, names: Iterable[str] = (), skipped: Iterable[str] = ()) -> str:
     """The words for `/name` when no command or skill has that name, the engine's and `klaw chat`'s alike, with
-    the nearest of `names` (the commands and skills that do exist) when one is close (decision 529)."""
+    the nearest of `names` (the commands and skills that do exist) when one is close (decision 529), or, when a
+    skill folder of `skipped` (those a rule left out) has the name, that `klaw skills check` says why (543)."""
+    left_out = skipped_skill(name, skipped)
+    if left_out is not None:
+        return left_out
     near = difflib.get_close_matches(name.lower().lstrip("/"), sorted(set(names)), n=3, cutoff=0.6)
     meant = f" (did you mean {' or '.join(f'/{n}' for n in near)}?)" if near else ""
     return f"Unknown command /{preview(name)}{meant}. Type /help for the list of commands."
+
+
+def skipped_skill(name: str, skipped: Iterable[str]) -> str | None:
+    """The words for `/name` when the skill folder of that name (any case: `/upper` for `Upper/`) was left out
+    because its SKILL.md breaks a rule; None when no skipped folder has the name."""
+    key = name.lower().lstrip("/")
+    folder = next((f for f in skipped if f.lower() == key), None)
+    if folder is None:
+        return None
+    return (
+        f"Unknown command /{preview(key)}: the skill folder {preview(folder)!r} is left out, its SKILL.md breaks a"
+        " rule (a skill's name is lower-case letters, digits and hyphens, the folder's own name). Run"
+        " 'klaw skills check' to see what to fix. Type /help for the list of commands."
+    )
 
 
 def skill_not_callable(name: str) -> str:
@@ -117,11 +135,14 @@ COMMAND_USAGE = {
 }
 
 
-def help_text(commands: Iterable[Described], about: str = "", skills: Iterable[str] = ()) -> str:
+def help_text(
+    commands: Iterable[Described], about: str = "", skills: Iterable[str] = (), skipped: Iterable[str] = ()
+) -> str:
     """`/help`'s answer: the commands engine.yaml lists (`commands`), one line each, then the skills a person can
     call by name (decision 529), each with its description when `skills` maps names to them (decision 540: piped,
     `/greet` was listed bare); `/help NAME` (or `/help /NAME`): that command's line and how it is typed (it
-    ignored its argument and listed them all), or how a skill is called."""
+    ignored its argument and listed them all), or how a skill is called; a skill folder of `skipped` (left out by
+    a rule) named so: that `klaw skills check` says why (decision 543)."""
     listed = list(commands)
     about_skill = dict(skills) if isinstance(skills, Mapping) else {}
     callable_skills = sorted(set(skills) - COMMAND_NAMES)
@@ -134,6 +155,9 @@ def help_text(commands: Iterable[Described], about: str = "", skills: Iterable[s
         if name in callable_skills:
             said = f": {preview(about_skill[name])}" if about_skill.get(name) else ""
             return f"/{name} [words] — calls the {name} skill with the words as its $ARGUMENTS{said}"
+        left_out = skipped_skill(name, skipped)
+        if left_out is not None:
+            return left_out
         return f"No command /{preview(name)}. " + help_text(listed, skills=callable_skills)
     said = "Commands:\n" + "\n".join(f"/{c.name} — {c.description}" for c in listed)
     if callable_skills:

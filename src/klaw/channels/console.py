@@ -74,6 +74,7 @@ def answered_without_engine(
     commands: Iterable[Described],
     skills: Callable[[], Collection[str]] = frozenset,
     callable_skills: Callable[[], Collection[str]] | None = None,  # /help's: `skills` when None
+    skipped: Callable[[], Collection[str]] = tuple,  # folders a rule left out: `/Upper` is told why (decision 543)
 ) -> tuple[str, bool] | None:
     """A piped command `klaw chat` answers before it starts an engine, as it leaves at `/exit` (decision
     431): a name no command or skill has, in the engine's words (False: exit 1, a script's typo must not pass),
@@ -87,9 +88,9 @@ def answered_without_engine(
         names = skills()
         if command.name in names:
             return None
-        return unknown_command(command.name, [*ENGINE_COMMANDS, *names]), False
+        return unknown_command(command.name, [*ENGINE_COMMANDS, *names], skipped()), False
     if command.name == "help":
-        listed = help_text(commands, command.args, (callable_skills or skills)())
+        listed = help_text(commands, command.args, (callable_skills or skills)(), skipped())
         return listed + ("" if command.args else f"\n{LEAVING_HELP}"), True
     return None
 

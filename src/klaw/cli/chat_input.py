@@ -60,8 +60,8 @@ def said_without_engine(piped: str, commands: Iterable[Described], skills: tuple
     it: the engine runs its turn (decision 529)."""
     from klaw.channels.console import answered_without_engine  # the console loads only when a chat runs
 
-    usable, callable_skills = _skills_in(skills)
-    early = answered_without_engine(piped, commands, usable, callable_skills)
+    usable, callable_skills, skipped = _skills_in(skills)
+    early = answered_without_engine(piped, commands, usable, callable_skills, skipped)
     if early is None:
         return False
     said, answered = early
@@ -81,19 +81,21 @@ def skills_folder(home: KlawHome, config: EngineConfig) -> tuple[Path, int] | No
 
 def _skills_in(
     skills: tuple[Path, int] | None,
-) -> tuple[Callable[[], list[str]], Callable[[], dict[str, str]]]:
-    """The skills folder's usable skills' names and those a person may call by name, checked as the engine and
-    `klaw skills check` check them (decision 536: a folder with any SKILL.md was listed by `/help`, one the
-    engine leaves out too). Scanned once, when first asked: only a piped command asks."""
+) -> tuple[Callable[[], list[str]], Callable[[], dict[str, str]], Callable[[], tuple[str, ...]]]:
+    """The skills folder's usable skills' names, those a person may call by name, and the folders a rule left out
+    (decision 543), checked as the engine and `klaw skills check` check them (decision 536: a folder with any
+    SKILL.md was listed by `/help`, one the engine leaves out too). Scanned once, when first asked: only a piped
+    command asks."""
     if skills is None:
-        return list, dict
+        return list, dict, tuple
     folder, max_bytes = skills
 
     @functools.cache
-    def scanned() -> tuple[list[str], dict[str, str]]:
+    def scanned() -> tuple[list[str], dict[str, str], tuple[str, ...]]:
         from klaw.tools.skills.catalogue import scan_skills  # reads each SKILL.md: only for a piped command
 
-        found = scan_skills(folder, max_bytes=max_bytes).skills.values()  # /help says each one's description (540)
-        return [s.name for s in found], {s.name: s.summary for s in found if s.user_invocable}
+        scan = scan_skills(folder, max_bytes=max_bytes)
+        found = scan.skills.values()  # /help says each one's description (540)
+        return [s.name for s in found], {s.name: s.summary for s in found if s.user_invocable}, scan.skipped
 
-    return (lambda: scanned()[0]), (lambda: scanned()[1])
+    return (lambda: scanned()[0]), (lambda: scanned()[1]), (lambda: scanned()[2])

@@ -309,6 +309,7 @@ async def assemble(
         skill_names=(lambda: ())
         if skills is None
         else (lambda: {s.name: s.summary for s in skills.current().skills.values() if s.user_invocable}),
+        skipped_skills=(lambda: ()) if skills is None else (lambda: skills.current().skipped),
         status_first=[] if config_file is None else [config_file.status_lines],
         status_lines=[
             lambda: [store_line(home.database_file(config.database.path), config.database)],

@@ -85,6 +85,7 @@ class CommandHandler:
     skill: Callable[[str], Skill | None] = lambda _name: None  # /weather-report calls a skill (decision 529)
     # the skills /help lists as called by name: their names, or names to descriptions (decision 540)
     skill_names: Callable[[], Collection[str]] = lambda: ()
+    skipped_skills: Callable[[], Collection[str]] = lambda: ()  # folders a rule left out: /Upper is told why (543)
     _handlers: dict[str, Callable[[ChatRef, str], Awaitable[str]]] = field(init=False)
     _listing: ToolListing | None = field(init=False, default=None)
 
@@ -122,9 +123,8 @@ class CommandHandler:
         if handler is None:
             skill = await asyncio.to_thread(self.skill, key)  # the catalogue may scan the skills folder
             if skill is None:
-                return CommandAnswer(
-                    unknown_command(name, [*self._handlers, *await asyncio.to_thread(self.skill_names)])
-                )
+                names, skipped = await asyncio.to_thread(lambda: (self.skill_names(), self.skipped_skills()))
+                return CommandAnswer(unknown_command(name, [*self._handlers, *names], skipped))
             return (
                 CommandAnswer("", skill_call=True) if skill.user_invocable else CommandAnswer(skill_not_callable(key))
             )
@@ -319,7 +319,8 @@ class CommandHandler:
         }
 
     async def _help(self, _chat: ChatRef, about: str) -> str:
-        return help_text(self.commands, about, await asyncio.to_thread(self.skill_names))
+        names, skipped = await asyncio.to_thread(lambda: (self.skill_names(), self.skipped_skills()))
+        return help_text(self.commands, about, names, skipped)
 
     async def _context(self, chat: ChatRef, _: str) -> str:
         context = self.processor.last_context.get(chat)

@@ -34,10 +34,12 @@ Stamp = tuple[tuple[str, int, int, int, int], ...]
 
 @dataclass(frozen=True)
 class SkillScan:
-    """The usable skills by name (sorted) and every problem found (errors and warnings)."""
+    """The usable skills by name (sorted), every problem found (errors and warnings), and the folders an error
+    left out (`skipped`: `/Upper` tells a person to run `klaw skills check`, decision 543)."""
 
     skills: dict[str, Skill] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    skipped: tuple[str, ...] = ()
 
     @property
     def errors(self) -> list[Problem]:
@@ -51,6 +53,7 @@ def scan_skills(skills_dir: Path, *, max_bytes: int) -> SkillScan:
     root = skills_dir.resolve()
     skills: dict[str, Skill] = {}
     problems: list[Problem] = []
+    skipped: list[str] = []
     for entry in sorted(skills_dir.iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or not entry.is_dir():
             continue
@@ -58,11 +61,14 @@ def scan_skills(skills_dir: Path, *, max_bytes: int) -> SkillScan:
             checked = check_skill(entry, root, max_bytes=max_bytes)
         except (OSError, ValueError, RecursionError, MemoryError) as exc:  # a skill a model wrote can be anything
             problems.append(Problem(entry.name, f"cannot be read ({type(exc).__name__}); fix or remove the folder"))
+            skipped.append(entry.name)
             continue
         problems += checked.problems
         if checked.skill is not None:
             skills[checked.skill.name] = checked.skill
-    return SkillScan(skills, problems)
+        else:
+            skipped.append(entry.name)
+    return SkillScan(skills, problems, tuple(skipped))
 
 
 def skills_stamp(skills_dir: Path) -> Stamp:
