@@ -254,7 +254,7 @@ def _left_copy(home: KlawHome, left_copy: Path | None, report: BackupReport) -> 
 
     if left_copy is None:
         return set()
-    files = {Path(f"{left_copy}{suffix}") for suffix in ("", *SQLITE_SIDECARS, ".vectors")}
+    files = {Path(f"{left_copy}{s}") for s in ("", *SQLITE_SIDECARS, ".vectors", ".floats", ".floats-rowids")}
     chats = home.conversations.iterdir() if home.conversations.is_dir() else iter(())
     files |= {path for path in chats if path.is_dir() and not is_task_log_dir(path.name)}
     there = sorted(_member(home, path) for path in files if path.exists())

@@ -39,6 +39,7 @@ def test_a_forget_then_a_backup_leaves_no_forgotten_word_in_the_archive(
     with tarfile.open(tmp_path / "bk.tgz") as packed:
         names = packed.getnames()
     assert "conversations/scheduler_bees/2026-11-28.jsonl" in names and "klaw.db" not in names, names
+    assert not [name for name in names if name.startswith("klaw.db")], names  # nor its float vectors (544)
     assert "the archive holds none of them" in _said(backed.stderr)
 
 
@@ -48,12 +49,14 @@ def test_a_backup_of_a_migrated_home_leaves_the_sqlite_copy_out_and_names_it(
     """Nothing forgotten: the copy still holds every message from before the move; the archive holds none of
     it, as its words say, and the report names what it left out."""
     home, env, _ = _moved(tmp_path, postgres_server)
-    assert (home / "klaw.db").exists()
+    assert (home / "klaw.db").exists() and (home / "klaw.db.floats").exists()  # the float vectors (decision 534)
 
     backed = klaw_here(home, "backup", str(tmp_path / "bk.tgz"), env={**env, "COLUMNS": "400"})
 
     assert backed.returncode == 0, backed.stderr
     assert _members_holding(tmp_path / "bk.tgz", "lighthouse") == []
+    with tarfile.open(tmp_path / "bk.tgz") as packed:
+        assert not [name for name in packed.getnames() if name.startswith("klaw.db")]  # the floats too (544)
     said = _said(backed.stdout)
     assert "conversations/console_me" in said and "klaw.db" in said, said
     assert "(the SQLite copy 'klaw db migrate' left: this home's memory is in PostgreSQL)" in said, said

@@ -62,6 +62,7 @@ def test_forgetting_on_a_migrated_home_names_postgres_and_erases_the_sqlite_copy
     assert "The SQLite copy 'klaw db migrate' left in this home held it too: 1 of its JSONL log file(s)" in said, said
     assert f"its {home / 'klaw.db'} deleted (with its side files), as it held it" in said, said
     assert not (home / "klaw.db").exists() and not _copy_holds(home, "lighthouse")
+    assert not list(home.glob("klaw.db*")), list(home.glob("klaw.db*"))  # its float vectors too (decision 544)
 
 
 def test_forget_typed_in_a_chat_on_a_migrated_home_erases_the_sqlite_copy_too(

@@ -1,7 +1,7 @@
 """The klaw.db `klaw db migrate` leaves in a home it moved into PostgreSQL, as a forget there reaches it
 (decision 539): whether it holds any of the records a forget erased, read without writing, and the file
 with every side file of it removed (its WAL and journal hold pages of the same text, its `.vectors/`
-quantized vectors of it)."""
+quantized vectors of it, its `.floats` the float vectors of decision 534)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 
-SIDE_FILES = ("-wal", "-shm", "-journal", "-migrating")
+SIDE_FILES = ("-wal", "-shm", "-journal", "-migrating", ".floats", ".floats-rowids")  # float vectors: 534, 544
 
 
 def holds_any(path: Path, record_ids: Collection[str]) -> bool:
