@@ -165,15 +165,15 @@ class ServerLink:
                 raise ToolRefusal(f"the MCP server {self.name!r} failed during the call to {tool} ({reason})") from None
         finally:
             self._calls -= 1
-            if not self._calls and self._exited.is_set():  # it answered, then ended as the call finished (521)
-                self._mark_broken(f"it stopped{exit_words(self._exit_status)}{self._log_hint()}")
-        if result is None:
+        if result is None:  # gone mid-call: worded so, whether its exit or its closed pipe was seen first
             did, detail = gone or ("stopped", "")
             self._mark_broken(f"it {did} during a call{self._log_hint()}")  # /status: the detail is the model's
             raise ToolRefusal(
                 f"the MCP server {self.name!r} {did} during the call to {tool}{detail}, which did not complete;"
                 " klaw is restarting it"
             )
+        if not self._calls and self._exited.is_set():  # it answered, then ended as the call finished (521)
+            self._mark_broken(f"it stopped{exit_words(self._exit_status)}{self._log_hint()}")
         text = result_text(result)
         if result.is_error:
             raise ToolRefusal(text)
